@@ -1,0 +1,1 @@
+"""Backends: the IR out to ONNX, StableHLO, XLA and TVM Relax."""

@@ -1,0 +1,165 @@
+"""Operations: an op type in a domain, ordered inputs and outputs, typed attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .attributes import Attr, infer_attr
+from .errors import IRError
+from .types import Type
+from .value import Value
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+
+class Node:
+    """One operation.  Inputs may be ``None`` (an omitted optional input); so may outputs.
+
+    The node owns its output values.  Inputs are only changed through :meth:`set_input` and
+    friends, which keep the inputs' use lists right.
+    """
+
+    __slots__ = (
+        "_box",
+        "_graph",
+        "_inputs",
+        "_outputs",
+        "attributes",
+        "doc_string",
+        "domain",
+        "metadata",
+        "name",
+        "op_type",
+        "overload",
+    )
+
+    def __init__(
+        self,
+        op_type: str,
+        inputs: Sequence[Value | None] = (),
+        *,
+        domain: str = "",
+        attributes: Mapping[str, Any] | Iterable[Attr] = (),
+        outputs: int | Sequence[str | Value | None] = 1,
+        name: str = "",
+        overload: str = "",
+        output_types: Sequence[Type | None] | None = None,
+    ):
+        self.op_type, self.domain, self.overload, self.name = op_type, domain, overload, name
+        self.doc_string = ""
+        self.metadata: dict[str, str] | None = None
+        self._graph: Graph | None = None
+        self._box = None
+        self.attributes: dict[str, Attr] = {}
+        items = attributes.items() if isinstance(attributes, Mapping) else ((a.name, a) for a in attributes)
+        for key, val in items:
+            self.attributes[key] = infer_attr(key, val)
+        self._inputs: list[Value | None] = []
+        for v in inputs:
+            self._append_input_raw(v)
+        specs = [None] * outputs if isinstance(outputs, int) else list(outputs)
+        self._outputs: list[Value | None] = []
+        for i, spec in enumerate(specs):
+            if spec is None and not isinstance(outputs, int):
+                self._outputs.append(None)
+                continue
+            v = spec if isinstance(spec, Value) else Value(spec)
+            if v._producer is not None or v._graph is not None:
+                raise IRError(f"value %{v.name} is already defined; a value has one definition")
+            if output_types is not None and output_types[i] is not None:
+                v.type = output_types[i]
+            v._producer, v._index = self, i
+            self._outputs.append(v)
+
+    # -- views -----------------------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple[Value | None, ...]:
+        return tuple(self._inputs)
+
+    @property
+    def outputs(self) -> tuple[Value | None, ...]:
+        return tuple(self._outputs)
+
+    @property
+    def output(self) -> Value:
+        """The single output of a one-output node."""
+        if len(self._outputs) != 1 or self._outputs[0] is None:
+            raise IRError(f"{self.describe()} has {len(self._outputs)} outputs, not one")
+        return self._outputs[0]
+
+    @property
+    def graph(self) -> Graph | None:
+        return self._graph
+
+    def describe(self) -> str:
+        """How errors name this node: ``Add "name"`` or ``Add producing %y``."""
+        op = f"{self.domain}::{self.op_type}" if self.domain else self.op_type
+        if self.name:
+            return f'{op} "{self.name}"'
+        first = next((o for o in self._outputs if o is not None), None)
+        return f"{op} producing %{first.name}" if first is not None else op
+
+    def __repr__(self) -> str:
+        return f"Node({self.describe()})"
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The value of attribute ``name``, or ``default`` if absent."""
+        a = self.attributes.get(name)
+        return default if a is None else a.value
+
+    def set_attribute(self, name: str, value: Any, kind=None) -> None:
+        attr = infer_attr(name, value, kind)
+        attr.name = name
+        self.attributes[name] = attr
+        for g in attr.graphs:
+            g._parent = self
+
+    def subgraphs(self) -> list[Graph]:
+        """Graphs held in this node's attributes (If branches, Loop/Scan bodies)."""
+        return [g for a in self.attributes.values() for g in a.graphs]
+
+    # -- input mutation: the only code that edits use lists ---------------------------------
+    def _append_input_raw(self, v: Value | None) -> None:
+        if v is not None:
+            v._add_use(self, len(self._inputs))
+        self._inputs.append(v)
+
+    def set_input(self, index: int, value: Value | None) -> None:
+        old = self._inputs[index]
+        if old is value:
+            return
+        if old is not None:
+            old._remove_use(self, index)
+        if value is not None:
+            value._add_use(self, index)
+        self._inputs[index] = value
+
+    def set_inputs(self, values: Sequence[Value | None]) -> None:
+        """Replace all inputs (the count may change)."""
+        for i, v in enumerate(self._inputs):
+            if v is not None:
+                v._remove_use(self, i)
+        self._inputs = []
+        for v in values:
+            self._append_input_raw(v)
+
+    def append_input(self, value: Value | None) -> None:
+        self._append_input_raw(value)
+
+    def replace_input_with(self, old: Value, new: Value | None) -> None:
+        """Replace every occurrence of ``old`` among this node's inputs."""
+        for i, v in enumerate(self._inputs):
+            if v is old:
+                self.set_input(i, new)
+
+    def _detach(self) -> None:
+        """Drop this node's uses (and those inside its subgraphs): it is leaving the IR."""
+        for i, v in enumerate(self._inputs):
+            if v is not None:
+                v._remove_use(self, i)
+            self._inputs[i] = None
+        for g in self.subgraphs():
+            for n in g:
+                n._detach()

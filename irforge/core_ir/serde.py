@@ -1,0 +1,536 @@
+"""Conversion between the IR and ONNX protobuf messages.
+
+ONNX is the IR's op vocabulary, so this lives in the core: the interpreter needs it to hand
+nodes to ONNX's reference kernels, the ONNX frontend and exporter wrap it with file handling.
+Loading is lazy about payloads (``ProtoTensor`` / ``ExternalTensor``), and saving reuses a
+loaded ``TensorProto`` instead of re-encoding it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
+from .attributes import Attr, AttrKind, SparseTensor
+from .dtypes import DataType
+from .errors import ExportError, LoadError
+from .graph import Graph
+from .model import Function, Model
+from .node import Node
+from .tensors import ExternalTensor, NumpyTensor, ProtoTensor, TensorData
+from .types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
+from .value import Value
+
+_EXTERNAL = onnx.TensorProto.EXTERNAL
+
+# ----------------------------------------------------------------------------------------------
+# proto -> IR
+# ----------------------------------------------------------------------------------------------
+
+
+def type_from_proto(tp: onnx.TypeProto) -> Type | None:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        t = tp.tensor_type
+        if t.elem_type == 0:
+            return None
+        return TensorType(DataType(t.elem_type), _shape(t) if t.HasField("shape") else None)
+    if which == "sparse_tensor_type":
+        t = tp.sparse_tensor_type
+        return SparseTensorType(DataType(t.elem_type), _shape(t) if t.HasField("shape") else None)
+    if which == "sequence_type":
+        return SequenceType(type_from_proto(tp.sequence_type.elem_type))
+    if which == "optional_type":
+        return OptionalType(type_from_proto(tp.optional_type.elem_type))
+    if which == "map_type":
+        return MapType(DataType(tp.map_type.key_type), type_from_proto(tp.map_type.value_type))
+    return None
+
+
+def _shape(t) -> tuple:
+    dims = []
+    for d in t.shape.dim:
+        which = d.WhichOneof("value")
+        dims.append(d.dim_value if which == "dim_value" else d.dim_param if which == "dim_param" else None)
+    return tuple(dims)
+
+
+class Deserializer:
+    """Reads one model; ``base_dir`` anchors external data (``None``: external data refused)."""
+
+    def __init__(self, base_dir: str | None, source: str = "model"):
+        self.base_dir, self.source = base_dir, source
+
+    def tensor(self, tp: onnx.TensorProto, owner: str) -> TensorData:
+        if tp.data_location == _EXTERNAL:
+            if self.base_dir is None:
+                raise LoadError(
+                    f"{self.source}: {owner} stores its data in an external file, but the model was "
+                    "given as bytes; load it from its path so the data file can be found"
+                )
+            info = {e.key: e.value for e in tp.external_data}
+            if "location" not in info:
+                raise LoadError(f"{self.source}: {owner} has external data without a location")
+            try:
+                offset = int(info.get("offset", 0))
+                length = int(info["length"]) if "length" in info else None
+            except ValueError:
+                raise LoadError(f"{self.source}: {owner} has a malformed external data offset/length") from None
+            try:
+                dtype = DataType(tp.data_type)
+            except ValueError:
+                raise LoadError(f"{self.source}: {owner} has unknown element type {tp.data_type}") from None
+            return ExternalTensor(self.base_dir, info["location"], offset, length, dtype,
+                                  tuple(tp.dims), owner=f"{self.source}: {owner}")  # fmt: skip
+        if tp.data_type == 0 or tp.data_type not in DataType._value2member_map_:
+            raise LoadError(f"{self.source}: {owner} has unknown element type {tp.data_type}")
+        return ProtoTensor(tp)
+
+    def sparse(self, sp: onnx.SparseTensorProto, owner: str) -> SparseTensor:
+        return SparseTensor(self.tensor(sp.values, owner), self.tensor(sp.indices, owner), sp.dims)
+
+    def attribute(self, ap: onnx.AttributeProto, scope: dict, owner: str) -> Attr:
+        kind = AttrKind(ap.type) if ap.type else _guess_kind(ap)
+        if ap.ref_attr_name:
+            return Attr(ap.name, kind, None, ref=ap.ref_attr_name, doc_string=ap.doc_string)
+        k = AttrKind
+        if kind == k.FLOAT:
+            v = ap.f
+        elif kind == k.INT:
+            v = ap.i
+        elif kind == k.STRING:
+            v = ap.s.decode("utf-8", "surrogateescape")
+        elif kind == k.TENSOR:
+            v = self.tensor(ap.t, f"attribute {ap.name} of {owner}")
+        elif kind == k.GRAPH:
+            v = self.graph(ap.g, scope)
+        elif kind == k.SPARSE_TENSOR:
+            v = self.sparse(ap.sparse_tensor, owner)
+        elif kind == k.TYPE_PROTO:
+            v = type_from_proto(ap.tp)
+        elif kind == k.FLOATS:
+            v = tuple(ap.floats)
+        elif kind == k.INTS:
+            v = tuple(ap.ints)
+        elif kind == k.STRINGS:
+            v = tuple(s.decode("utf-8", "surrogateescape") for s in ap.strings)
+        elif kind == k.TENSORS:
+            v = tuple(self.tensor(t, owner) for t in ap.tensors)
+        elif kind == k.GRAPHS:
+            v = tuple(self.graph(g, scope) for g in ap.graphs)
+        elif kind == k.SPARSE_TENSORS:
+            v = tuple(self.sparse(s, owner) for s in ap.sparse_tensors)
+        elif kind == k.TYPE_PROTOS:
+            v = tuple(type_from_proto(t) for t in ap.type_protos)
+        else:
+            raise LoadError(f"{self.source}: attribute {ap.name} of {owner} has unknown kind {ap.type}")
+        return Attr(ap.name, kind, v, doc_string=ap.doc_string)
+
+    def graph(
+        self, gp: onnx.GraphProto, parent_scope: dict | None = None, inputs: list[str] | None = None
+    ) -> Graph:
+        """``inputs`` given (function bodies): plain input names instead of ValueInfoProtos."""
+        scope: dict[str, Value] = {}
+        chain = _ChainScope(scope, parent_scope)
+        g = Graph(name=gp.name)
+        g.doc_string = gp.doc_string
+        g.metadata = {p.key: p.value for p in gp.metadata_props}
+        for vi in gp.input:
+            v = _value_from_info(vi)
+            if vi.name in scope:
+                raise LoadError(f"{self.source}: graph {gp.name!r} lists input {vi.name!r} twice")
+            scope[vi.name] = v
+            g.append_input(v)
+        for name in inputs or ():
+            v = Value(name)
+            scope[name] = v
+            g.append_input(v)
+        for tp in gp.initializer:
+            payload = self.tensor(tp, f"initializer {tp.name!r}")
+            self._add_initializer(g, scope, tp.name, payload)
+        for sp in gp.sparse_initializer:
+            self._add_initializer(g, scope, sp.values.name, self.sparse(sp, f"sparse initializer {sp.values.name!r}"))
+        pending: dict[str, Value] = {}
+        append = g.append
+        for np_ in gp.node:
+            ins = []
+            for name in np_.input:
+                if not name:
+                    ins.append(None)
+                    continue
+                v = scope.get(name) or chain.outer(name) or pending.get(name)
+                if v is None:
+                    v = pending[name] = Value(name)
+                ins.append(v)
+            outs = []
+            for name in np_.output:
+                if not name:
+                    outs.append(None)
+                    continue
+                v = pending.pop(name, None) or Value(name)
+                if name in scope:
+                    raise LoadError(
+                        f"{self.source}: value {name!r} is defined twice (second time by node "
+                        f"{np_.name or np_.op_type!r}); ONNX values are assigned once"
+                    )
+                scope[name] = v
+                outs.append(v)
+            node = Node(np_.op_type, ins, domain=_norm_domain(np_.domain), outputs=outs,
+                        name=np_.name, overload=np_.overload)  # fmt: skip
+            if np_.attribute:
+                owner = f"node {np_.name or np_.op_type!r}"
+                for ap in np_.attribute:
+                    node.attributes[ap.name] = self.attribute(ap, chain.as_dict(), owner)
+            if np_.doc_string:
+                node.doc_string = np_.doc_string
+            if np_.metadata_props:
+                node.metadata = {p.key: p.value for p in np_.metadata_props}
+            append(node)
+        if pending:
+            name = next(iter(pending))
+            user = pending[name].users()[0]
+            raise LoadError(
+                f"{self.source}: {user.describe()} reads {name!r}, which no node, input or "
+                f"initializer of graph {gp.name!r} (or an enclosing graph) defines"
+            )
+        for vi in gp.value_info:
+            v = scope.get(vi.name)
+            if v is not None and v.type is None:
+                v.type = type_from_proto(vi.type)
+                v.doc_string = vi.doc_string
+        outs = []
+        for vi in gp.output:
+            v = scope.get(vi.name) or chain.outer(vi.name)
+            if v is None:
+                raise LoadError(f"{self.source}: graph output {vi.name!r} of graph {gp.name!r} is never defined")
+            t = type_from_proto(vi.type)
+            if t is not None and v.type is None:
+                v.type = t
+            elif t is not None and v.type != t and v.producer() is not None:
+                v.type = t  # the declared output type is the interface; it wins over value_info
+            if vi.doc_string:
+                v.doc_string = vi.doc_string
+            if vi.metadata_props:
+                v.metadata = {p.key: p.value for p in vi.metadata_props}
+            outs.append(v)
+        g.set_outputs(outs)
+        return g
+
+    def _add_initializer(self, g: Graph, scope: dict, name: str, payload: TensorData) -> None:
+        v = scope.get(name)
+        if v is None:
+            v = Value(name, TensorType(payload.dtype, tuple(payload.shape)))
+            scope[name] = v
+        elif v.const_value is not None:
+            raise LoadError(f"{self.source}: graph {g.name!r} has two initializers named {name!r}")
+        v.const_value = payload
+        g.add_initializer(v)
+
+    def function(self, fp: onnx.FunctionProto) -> Function:
+        gp = onnx.GraphProto(name=fp.name, node=fp.node, doc_string=fp.doc_string)
+        gp.output.extend(onnx.ValueInfoProto(name=o) for o in fp.output)
+        gp.value_info.extend(fp.value_info)
+        g = self.graph(gp, None, inputs=list(fp.input))
+        g.opset_imports = {_norm_domain(o.domain): o.version for o in fp.opset_import}
+        fn = Function(_norm_domain(fp.domain), fp.name, g, list(fp.attribute), overload=fp.overload,
+                      doc_string=fp.doc_string)  # fmt: skip
+        fn.metadata = {p.key: p.value for p in fp.metadata_props}
+        for ap in fp.attribute_proto:
+            fn.attributes.append(ap.name)
+            fn.attribute_defaults[ap.name] = self.attribute(ap, {}, f"function {fp.name}")
+        return fn
+
+    def model(self, mp: onnx.ModelProto) -> Model:
+        if not mp.HasField("graph"):
+            raise LoadError(f"{self.source}: the model has no graph")
+        m = Model(self.graph(mp.graph))
+        m.opset_imports = {_norm_domain(o.domain): o.version for o in mp.opset_import}
+        m.ir_version, m.producer_name, m.producer_version = mp.ir_version, mp.producer_name, mp.producer_version
+        m.domain, m.model_version, m.doc_string = mp.domain, mp.model_version, mp.doc_string
+        m.metadata = {p.key: p.value for p in mp.metadata_props}
+        for fp in mp.functions:
+            m.add_function(self.function(fp))
+        return m
+
+
+class _ChainScope:
+    """Lookup through enclosing graphs' scopes, for subgraphs reading outer values."""
+
+    def __init__(self, local: dict, parent: dict | None):
+        self.local, self.parent = local, parent
+
+    def outer(self, name: str) -> Value | None:
+        return None if self.parent is None else self.parent.get(name)
+
+    def as_dict(self) -> dict:
+        if self.parent is None:
+            return self.local
+        return _Merged(self.local, self.parent)
+
+
+class _Merged(dict):
+    def __init__(self, local: dict, parent: dict):
+        super().__init__()
+        self.local, self.parent = local, parent
+
+    def get(self, name, default=None):
+        v = self.local.get(name)
+        return v if v is not None else self.parent.get(name, default)
+
+
+def _norm_domain(domain: str) -> str:
+    return "" if domain == "ai.onnx" else domain
+
+
+def _value_from_info(vi: onnx.ValueInfoProto) -> Value:
+    v = Value(vi.name, type_from_proto(vi.type))
+    v.doc_string = vi.doc_string
+    if vi.metadata_props:
+        v.metadata = {p.key: p.value for p in vi.metadata_props}
+    return v
+
+
+def _guess_kind(ap: onnx.AttributeProto) -> AttrKind:
+    """Very old models leave ``AttributeProto.type`` unset; infer it from the filled field."""
+    for field, kind in (("floats", AttrKind.FLOATS), ("ints", AttrKind.INTS), ("strings", AttrKind.STRINGS),
+                        ("tensors", AttrKind.TENSORS), ("graphs", AttrKind.GRAPHS)):  # fmt: skip
+        if len(getattr(ap, field)):
+            return kind
+    for field, kind in (("t", AttrKind.TENSOR), ("g", AttrKind.GRAPH)):
+        if ap.HasField(field):
+            return kind
+    if ap.HasField("s"):
+        return AttrKind.STRING
+    if ap.HasField("f"):
+        return AttrKind.FLOAT
+    return AttrKind.INT
+
+
+# ----------------------------------------------------------------------------------------------
+# IR -> proto
+# ----------------------------------------------------------------------------------------------
+
+TensorWriter = Callable[[TensorData, str, onnx.TensorProto], None]
+
+
+def type_to_proto(t: Type | None, tp: onnx.TypeProto) -> None:
+    if t is None:
+        return
+    if isinstance(t, TensorType | SparseTensorType):
+        tt = tp.tensor_type if isinstance(t, TensorType) else tp.sparse_tensor_type
+        tt.elem_type = int(t.dtype)
+        if t.shape is not None:
+            shape = tt.shape
+            shape.SetInParent()
+            for d in t.shape:
+                dim = shape.dim.add()
+                if isinstance(d, int):
+                    dim.dim_value = d
+                elif d is not None:
+                    dim.dim_param = d
+    elif isinstance(t, SequenceType):
+        tp.sequence_type.SetInParent()
+        type_to_proto(t.elem, tp.sequence_type.elem_type)
+    elif isinstance(t, OptionalType):
+        tp.optional_type.SetInParent()
+        type_to_proto(t.elem, tp.optional_type.elem_type)
+    elif isinstance(t, MapType):
+        tp.map_type.key_type = int(t.key)
+        type_to_proto(t.value, tp.map_type.value_type)
+
+
+def tensor_to_proto(t: TensorData, name: str, out: onnx.TensorProto) -> None:
+    """Write ``t`` inline into ``out`` (re-using the loaded proto when there is one)."""
+    if isinstance(t, ProtoTensor):
+        out.CopyFrom(t.proto)
+        out.name = name
+        return
+    if isinstance(t, SparseTensor):
+        raise ExportError(f"tensor {name!r}: a sparse tensor cannot be written as a dense proto")
+    array = t.numpy()
+    if t.dtype == DataType.STRING:
+        out.CopyFrom(onnx.numpy_helper.from_array(np.asarray(array, dtype=object), name))
+        return
+    out.CopyFrom(onnx.numpy_helper.from_array(np.asarray(array, order="C"), name))
+    if out.data_type != t.dtype:
+        raise ExportError(f"tensor {name!r}: numpy dtype {array.dtype} does not encode {DataType(t.dtype).name}")
+
+
+class Serializer:
+    """Writes IR to protos.  ``write_tensor`` decides inline vs external data for initializers."""
+
+    def __init__(self, write_tensor: TensorWriter = tensor_to_proto, value_info: bool = True):
+        self.write_tensor = write_tensor
+        self.emit_value_info = value_info
+        self._names: dict[Value, str] = {}
+        self._taken: set[str] = set()
+        self._counter = 0
+
+    def name(self, v: Value) -> str:
+        if v.name is not None:
+            return v.name
+        n = self._names.get(v)
+        if n is None:
+            while True:
+                self._counter += 1
+                n = f"_irforge_{self._counter}"
+                if n not in self._taken:
+                    break
+            self._names[v] = n
+        return n
+
+    def reserve(self, g: Graph) -> None:
+        self._taken.update(v.name for gg in g.all_graphs() for v in gg.values() if v.name)
+
+    def attribute(self, a: Attr, ap: onnx.AttributeProto) -> None:
+        ap.name = a.name
+        ap.type = int(a.kind)
+        if a.doc_string:
+            ap.doc_string = a.doc_string
+        if a.ref is not None:
+            ap.ref_attr_name = a.ref
+            return
+        k, v = AttrKind(a.kind), a.value
+        if k == AttrKind.FLOAT:
+            ap.f = v
+        elif k == AttrKind.INT:
+            ap.i = v
+        elif k == AttrKind.STRING:
+            ap.s = v.encode("utf-8", "surrogateescape")
+        elif k == AttrKind.TENSOR:
+            tensor_to_proto(v, "", ap.t)
+        elif k == AttrKind.GRAPH:
+            self.graph(v, ap.g)
+        elif k == AttrKind.SPARSE_TENSOR:
+            self.sparse(v, ap.sparse_tensor)
+        elif k == AttrKind.TYPE_PROTO:
+            type_to_proto(v, ap.tp)
+        elif k == AttrKind.FLOATS:
+            ap.floats.extend(v)
+        elif k == AttrKind.INTS:
+            ap.ints.extend(v)
+        elif k == AttrKind.STRINGS:
+            ap.strings.extend(s.encode("utf-8", "surrogateescape") for s in v)
+        elif k == AttrKind.TENSORS:
+            for t in v:
+                tensor_to_proto(t, "", ap.tensors.add())
+        elif k == AttrKind.GRAPHS:
+            for g in v:
+                self.graph(g, ap.graphs.add())
+        elif k == AttrKind.SPARSE_TENSORS:
+            for s in v:
+                self.sparse(s, ap.sparse_tensors.add())
+        elif k == AttrKind.TYPE_PROTOS:
+            for t in v:
+                type_to_proto(t, ap.type_protos.add())
+
+    def sparse(self, s: SparseTensor, sp: onnx.SparseTensorProto, name: str = "") -> None:
+        tensor_to_proto(s.values, name, sp.values)
+        tensor_to_proto(s.indices, "", sp.indices)
+        sp.dims.extend(s.dims)
+
+    def node(self, n: Node, np_: onnx.NodeProto) -> None:
+        name = self.name
+        np_.op_type = n.op_type
+        np_.input.extend(["" if v is None else name(v) for v in n._inputs])
+        np_.output.extend(["" if v is None else name(v) for v in n._outputs])
+        if n.name:
+            np_.name = n.name
+        if n.domain:
+            np_.domain = n.domain
+        if n.overload:
+            np_.overload = n.overload
+        if n.doc_string:
+            np_.doc_string = n.doc_string
+        if n.metadata:
+            for k, val in n.metadata.items():
+                np_.metadata_props.add(key=k, value=val)
+        for a in n.attributes.values():
+            self.attribute(a, np_.attribute.add())
+
+    def value_info(self, v: Value, vi: onnx.ValueInfoProto) -> None:
+        vi.name = self.name(v)
+        type_to_proto(v.type, vi.type)
+        if v.doc_string:
+            vi.doc_string = v.doc_string
+        if v.metadata:
+            for k, val in v.metadata.items():
+                vi.metadata_props.add(key=k, value=val)
+
+    def graph(self, g: Graph, gp: onnx.GraphProto, function: bool = False) -> None:
+        gp.name = g.name
+        if g.doc_string:
+            gp.doc_string = g.doc_string
+        for k, val in g.metadata.items():
+            gp.metadata_props.add(key=k, value=val)
+        for v in g._inputs:
+            self.value_info(v, gp.input.add())
+        for name, v in g._initializers.items():
+            if isinstance(v.const_value, SparseTensor):
+                self.sparse(v.const_value, gp.sparse_initializer.add(), name)
+            else:
+                self.write_tensor(v.const_value, name, gp.initializer.add())
+        node_add = gp.node.add
+        for n in g:
+            self.node(n, node_add())
+        for v in g._outputs:
+            self.value_info(v, gp.output.add())
+        if self.emit_value_info and not function:
+            outputs = set(g._outputs)
+            for n in g:
+                for o in n._outputs:
+                    if o is not None and o.type is not None and o not in outputs:
+                        self.value_info(o, gp.value_info.add())
+
+    def function(self, fn: Function, fp: onnx.FunctionProto) -> None:
+        g = fn.graph
+        fp.name, fp.domain = fn.name, fn.domain
+        if fn.overload:
+            fp.overload = fn.overload
+        if fn.doc_string:
+            fp.doc_string = fn.doc_string
+        fp.input.extend(self.name(v) for v in g._inputs)
+        fp.output.extend(self.name(v) for v in g._outputs)
+        for a in fn.attributes:
+            if a in fn.attribute_defaults:
+                self.attribute(fn.attribute_defaults[a], fp.attribute_proto.add())
+            else:
+                fp.attribute.append(a)
+        for domain, version in g.opset_imports.items():
+            fp.opset_import.add(domain=domain, version=version)
+        for n in g:
+            self.node(n, fp.node.add())
+        for k, val in fn.metadata.items():
+            fp.metadata_props.add(key=k, value=val)
+
+    def model(self, m: Model) -> onnx.ModelProto:
+        mp = onnx.ModelProto()
+        mp.ir_version = m.ir_version
+        for field in ("producer_name", "producer_version", "domain", "doc_string"):
+            if getattr(m, field):
+                setattr(mp, field, getattr(m, field))
+        if m.model_version:
+            mp.model_version = m.model_version
+        for domain, version in m.opset_imports.items():
+            mp.opset_import.add(domain=domain, version=version)
+        for k, val in m.metadata.items():
+            mp.metadata_props.add(key=k, value=val)
+        self.reserve(m.graph)
+        for fn in m.functions.values():
+            self.reserve(fn.graph)
+        self.graph(m.graph, mp.graph)
+        for fn in m.functions.values():
+            self.function(fn, mp.functions.add())
+        return mp
+
+
+def model_to_proto(m: Model) -> onnx.ModelProto:
+    """The whole model as one in-memory ``ModelProto`` with inline data (no file is written)."""
+    return Serializer().model(m)
+
+
+def model_from_proto(mp: onnx.ModelProto, base_dir: str | None = None, source: str = "model") -> Model:
+    return Deserializer(base_dir, source).model(mp)

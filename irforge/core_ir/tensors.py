@@ -1,0 +1,224 @@
+"""Constant payloads: tensors held in memory, in an ONNX proto, or in an external file.
+
+Payloads are immutable and decoded lazily, so loading a model with gigabytes of weights costs
+nothing until a pass or the interpreter reads a value, and saving it again can reuse the bytes
+as they were read.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from functools import cached_property
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+
+from .dtypes import DataType, bit_width, from_numpy, to_numpy
+from .errors import ExternalDataError
+
+
+@runtime_checkable
+class TensorData(Protocol):
+    """What every payload offers: its element type, static shape and a numpy view."""
+
+    @property
+    def dtype(self) -> DataType: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    def numpy(self) -> np.ndarray: ...
+
+
+def num_elements(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def nbytes(t: TensorData) -> int:
+    """Size of the payload as ONNX stores it (sub-byte types packed); strings count their bytes."""
+    if t.dtype == DataType.STRING:
+        return int(sum(len(s) for s in t.numpy().ravel()))
+    return (num_elements(t.shape) * bit_width(t.dtype) + 7) // 8
+
+
+class NumpyTensor:
+    """A payload that lives in a numpy array (made by passes, the builder or the parser)."""
+
+    __slots__ = ("_array", "_dtype")
+
+    def __init__(self, array: np.ndarray, dtype: DataType | None = None):
+        array = np.asarray(array)
+        if dtype is None:
+            dtype = from_numpy(array.dtype)
+        if dtype == DataType.STRING and array.dtype != object:
+            array = np.vectorize(_to_bytes, otypes=[object])(array) if array.size else array.astype(object)
+        self._array = array
+        self._dtype = DataType(dtype)
+        self._array.flags.writeable = False
+
+    @property
+    def dtype(self) -> DataType:
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self._array.shape)
+
+    def numpy(self) -> np.ndarray:
+        return self._array
+
+    def __repr__(self) -> str:
+        return f"NumpyTensor({self._dtype.name}, {self.shape})"
+
+
+def _to_bytes(s: object) -> bytes:
+    return s if isinstance(s, bytes) else str(s).encode("utf-8")
+
+
+class ProtoTensor:
+    """A payload still held in the ``TensorProto`` it was loaded from; decoded on first use."""
+
+    __slots__ = ("__dict__", "proto")
+
+    def __init__(self, proto: onnx.TensorProto):
+        self.proto = proto
+
+    @property
+    def dtype(self) -> DataType:
+        return DataType(self.proto.data_type)
+
+    @cached_property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.proto.dims)
+
+    @cached_property
+    def _array(self) -> np.ndarray:
+        array = onnx.numpy_helper.to_array(self.proto)
+        array.flags.writeable = False
+        return array
+
+    def numpy(self) -> np.ndarray:
+        return self._array
+
+    def __repr__(self) -> str:
+        return f"ProtoTensor({self.dtype.name}, {self.shape})"
+
+
+class ExternalTensor:
+    """A payload in a file beside the model, memory-mapped on first use and never copied eagerly.
+
+    ``location`` is the path as written in the model (relative to the model's folder); the
+    constructor refuses any location that escapes that folder, so a hostile model cannot read
+    arbitrary files.
+    """
+
+    __slots__ = ("__dict__", "base_dir", "length", "location", "offset")
+
+    def __init__(
+        self,
+        base_dir: str,
+        location: str,
+        offset: int,
+        length: int | None,
+        dtype: DataType,
+        shape: tuple[int, ...],
+        owner: str = "tensor",
+    ):
+        self.base_dir, self.location, self.offset, self.length = base_dir, location, offset, length
+        self._dtype, self._shape = DataType(dtype), tuple(shape)
+        self.path = resolve_external_path(base_dir, location, owner)
+        expected = (num_elements(self._shape) * bit_width(self._dtype) + 7) // 8
+        size = os.path.getsize(self.path)
+        if length is None:
+            self.length = expected
+        if self._dtype != DataType.STRING and self.length != expected:
+            raise ExternalDataError(
+                f"{owner}: external data {location!r} has length {self.length} but a "
+                f"{self._dtype.name}{list(self._shape)} tensor needs {expected} bytes"
+            )
+        if offset < 0 or offset + self.length > size:
+            raise ExternalDataError(
+                f"{owner}: external data {location!r} asks for bytes {offset}..{offset + self.length}"
+                f" but the file has only {size} bytes; the data file is truncated or not this model's"
+            )
+
+    @property
+    def dtype(self) -> DataType:
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    def raw_bytes(self) -> memoryview:
+        if self.length == 0:
+            return memoryview(b"")
+        return memoryview(self._mmap)[self.offset : self.offset + self.length]
+
+    @cached_property
+    def _mmap(self) -> mmap.mmap:
+        with open(self.path, "rb") as f:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    @cached_property
+    def _array(self) -> np.ndarray:
+        if bit_width(self._dtype) % 8 == 0 and self._dtype != DataType.STRING:
+            array = np.frombuffer(self.raw_bytes(), dtype=to_numpy(self._dtype))
+            return array.reshape(self._shape)
+        proto = onnx.TensorProto(data_type=self._dtype, dims=self._shape)
+        proto.raw_data = bytes(self.raw_bytes())
+        array = onnx.numpy_helper.to_array(proto)
+        array.flags.writeable = False
+        return array
+
+    def numpy(self) -> np.ndarray:
+        return self._array
+
+    def __repr__(self) -> str:
+        return f"ExternalTensor({self._dtype.name}, {self._shape}, {self.location!r})"
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def resolve_external_path(base_dir: str, location: str, owner: str = "tensor") -> str:
+    """The real path of an external-data file, refusing anything outside ``base_dir``."""
+    if not location:
+        raise ExternalDataError(f"{owner}: external data has an empty location")
+    if os.path.isabs(location) or location.startswith(("/", "\\")) or _DRIVE.match(location):
+        raise ExternalDataError(
+            f"{owner}: external data location {location!r} is absolute; ONNX requires a path "
+            "relative to the model's folder"
+        )
+    parts = location.replace("\\", "/").split("/")
+    if ".." in parts:
+        raise ExternalDataError(
+            f"{owner}: external data location {location!r} leaves the model's folder ('..')"
+        )
+    base = os.path.realpath(base_dir)
+    path = os.path.realpath(os.path.join(base, *parts))
+    if os.path.commonpath([base, path]) != base:
+        raise ExternalDataError(
+            f"{owner}: external data location {location!r} resolves to {path}, outside the "
+            f"model's folder {base} (a symbolic link points out of it)"
+        )
+    if not os.path.isfile(path):
+        raise ExternalDataError(
+            f"{owner}: external data file {location!r} not found in {base}; copy it next to the model"
+        )
+    return path
+
+
+def tensors_equal(a: TensorData, b: TensorData) -> bool:
+    """Bitwise-meaningful equality: same dtype, shape and values (NaNs at the same places)."""
+    if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+        return False
+    x, y = a.numpy(), b.numpy()
+    if x.dtype == object or y.dtype == object:
+        return [_to_bytes(v) for v in x.ravel()] == [_to_bytes(v) for v in y.ravel()]
+    return x.tobytes() == y.tobytes()

@@ -1,0 +1,143 @@
+"""SSA values and their use lists.
+
+Only :meth:`Node._set_input_raw` (called by every input setter) and :meth:`Graph` output setters
+touch a use list; everything else goes through them, so use-def chains are right at all times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .errors import IRError
+from .tensors import TensorData
+from .types import Type
+
+if TYPE_CHECKING:
+    from .graph import Graph
+    from .node import Node
+
+
+class Value:
+    """An SSA value: defined once (by a node output, a graph input or an initializer), used many times.
+
+    ``uses()`` lists ``(node, input_index)`` pairs in the order they were made; graph outputs are
+    tracked separately (``is_graph_output()``) because they are not node inputs.
+    """
+
+    __slots__ = (
+        "_graph",
+        "_index",
+        "_output_of",
+        "_producer",
+        "_uses",
+        "const_value",
+        "doc_string",
+        "metadata",
+        "name",
+        "type",
+    )
+
+    def __init__(
+        self,
+        name: str | None = None,
+        type: Type | None = None,
+        const_value: TensorData | None = None,
+    ):
+        self.name = name
+        self.type = type
+        self.const_value = const_value
+        self.doc_string = ""
+        self.metadata: dict[str, str] | None = None
+        self._producer: Node | None = None
+        self._index: int | None = None
+        self._graph: Graph | None = None  # set for graph inputs and initializers
+        self._uses: dict[tuple[Node, int], None] = {}
+        self._output_of: list[Graph] | None = None
+
+    def __repr__(self) -> str:
+        return f"Value(%{self.name}: {self.type})"
+
+    # -- definition ------------------------------------------------------------------------
+    def producer(self) -> Node | None:
+        """The node that defines this value, or ``None`` for graph inputs and initializers."""
+        return self._producer
+
+    @property
+    def index(self) -> int | None:
+        """Which output of its producer this value is."""
+        return self._index
+
+    @property
+    def graph(self) -> Graph | None:
+        """The graph that defines this value (its producer's graph, or the graph it is input of)."""
+        if self._producer is not None:
+            return self._producer.graph
+        return self._graph
+
+    def is_graph_input(self) -> bool:
+        return self._graph is not None and self in self._graph._input_set
+
+    def is_initializer(self) -> bool:
+        return self._graph is not None and self._graph._initializers.get(self.name) is self
+
+    def is_graph_output(self) -> bool:
+        return bool(self._output_of)
+
+    def is_constant(self) -> bool:
+        """True for initializers that are not overridable graph inputs."""
+        return self.const_value is not None and not self.is_graph_input()
+
+    # -- uses ------------------------------------------------------------------------------
+    def uses(self) -> list[tuple[Node, int]]:
+        """``(node, input_index)`` for every node input that reads this value (a snapshot)."""
+        return list(self._uses)
+
+    def iter_uses(self) -> Iterator[tuple[Node, int]]:
+        return iter(list(self._uses))
+
+    def users(self) -> list[Node]:
+        """Distinct consuming nodes, in first-use order."""
+        return list(dict.fromkeys(n for n, _ in self._uses))
+
+    def num_uses(self) -> int:
+        return len(self._uses)
+
+    def has_uses(self) -> bool:
+        """True when a node reads this value or it is a graph output."""
+        return bool(self._uses) or bool(self._output_of)
+
+    def replace_all_uses_with(self, new: Value, *, include_graph_outputs: bool = True) -> None:
+        """Make every reader of this value read ``new`` instead.
+
+        Graph-output slots move too (unless ``include_graph_outputs=False``).  So that a graph
+        keeps its interface, when ``new`` is a node result that is not itself a graph output it
+        takes over this value's name (this value is renamed ``<name>__replaced``).
+        """
+        if new is self:
+            return
+        for node, i in list(self._uses):
+            node.set_input(i, new)
+        if include_graph_outputs and self._output_of:
+            graphs = list(dict.fromkeys(self._output_of))
+            take_name = new._producer is not None and not new._output_of and self.name
+            for g in graphs:
+                for i, v in enumerate(g._outputs):
+                    if v is self:
+                        g.set_output(i, new)
+            if take_name:
+                old_name = self.name
+                self.name = f"{old_name}__replaced"
+                new.name = old_name
+
+    # -- internal: the single place that edits use lists -----------------------------------
+    def _add_use(self, node: Node, index: int) -> None:
+        self._uses[(node, index)] = None
+
+    def _remove_use(self, node: Node, index: int) -> None:
+        try:
+            del self._uses[(node, index)]
+        except KeyError:
+            raise IRError(
+                f"internal: use of %{self.name} by {node.describe()} input {index} missing"
+            ) from None

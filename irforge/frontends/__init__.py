@@ -1,0 +1,1 @@
+"""Frontends: importers from ONNX, PyTorch (torch.export) and JAX (jaxpr) into the IR."""

@@ -1,0 +1,1 @@
+"""Graph rendering (DOT, SVG, HTML) and pass-by-pass diffs."""

@@ -1,0 +1,1 @@
+"""Plugin hook specs and registries (pluggy project ``irforge``)."""

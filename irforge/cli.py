@@ -1,0 +1,113 @@
+"""The ``irforge`` and ``irviz`` commands.
+
+Errors a user can cause (bad files, invalid models) print one ``irforge: error:`` line and exit
+with status 1; internal tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .core_ir.errors import IrforgeError, VerificationError
+
+
+def _load(path: str):
+    from .frontends.onnx import load
+
+    return load(path)
+
+
+def cmd_print(args: argparse.Namespace) -> int:
+    from .core_ir.printer import print_model
+
+    model = _load(args.model)
+    elide = None if args.full else args.elide
+    text = print_model(model, elide_above=elide)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .core_ir.verifier import verify_model
+
+    model = _load(args.model)
+    problems = verify_model(model, raise_on_error=False)
+    if problems:
+        print(f"{args.model}: {len(problems)} problem{'s' * (len(problems) != 1)}:")
+        for p in problems:
+            print(f"  {p}")
+        return 1
+    nodes = sum(1 for _ in model.graph.all_nodes())
+    print(f"{args.model}: ok ({nodes} nodes, {len(model.functions)} functions, "
+          f"opsets {dict(model.opset_imports)})")  # fmt: skip
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from .backends.onnx import save
+    from .core_ir.verifier import verify_model
+
+    if args.level != "0":
+        raise IrforgeError(f"-O{args.level}: only -O0 (load, verify, save) is available in this release")
+    model = _load(args.input)
+    verify_model(model)
+    save(model, args.output)
+    print(f"{args.input} -> {args.output}: -O0, {len(model.graph)} nodes")
+    return 0
+
+
+def _irforge_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="irforge", description="Graph-level IR rewriting for deep-learning models.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    pr = sub.add_parser("print", help="print a model in the irforge text form")
+    pr.add_argument("model", help="an .onnx file")
+    pr.add_argument("-o", "--output", help="write the text here instead of stdout")
+    pr.add_argument("--elide", type=int, default=64, metavar="N",
+                    help="show constants of more than N elements as elided<...> (default 64)")  # fmt: skip
+    pr.add_argument("--full", action="store_true", help="print every constant in full (parseable)")
+    pr.set_defaults(func=cmd_print)
+    ve = sub.add_parser("verify", help="check a model and report every problem found")
+    ve.add_argument("model", help="an .onnx file")
+    ve.set_defaults(func=cmd_verify)
+    op = sub.add_parser("optimize", help="load, verify and save a model (-O0)")
+    op.add_argument("input", help="an .onnx file")
+    op.add_argument("-o", "--output", required=True, help="where to write the result")
+    op.add_argument("-O", dest="level", default="0", choices=["0", "1", "2", "3"], help="optimization level")
+    op.set_defaults(func=cmd_optimize)
+    return p
+
+
+def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 0
+    try:
+        return args.func(args)
+    except VerificationError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 1
+    except IrforgeError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def irforge_main(argv: Sequence[str] | None = None) -> int:
+    return _run(_irforge_parser(), argv)
+
+
+def irviz_main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="irviz", description="Draw irforge graphs (rendering arrives in a later release).")
+    return _run(p, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(irforge_main())

@@ -72,9 +72,7 @@ class Attr:
 
     __slots__ = ("doc_string", "kind", "name", "ref", "value")
 
-    def __init__(
-        self, name: str, kind: AttrKind, value: Any, ref: str | None = None, doc_string: str = ""
-    ):
+    def __init__(self, name: str, kind: AttrKind, value: Any, ref: str | None = None, doc_string: str = ""):
         self.name, self.kind, self.value, self.ref, self.doc_string = name, kind, value, ref, doc_string
 
     def __repr__(self) -> str:
@@ -112,9 +110,7 @@ def infer_attr(name: str, value: Any, kind: AttrKind | None = None) -> Attr:
     elif kind == AttrKind.FLOATS:
         value = tuple(float(np.float32(v)) for v in value)
     elif kind == AttrKind.STRINGS:
-        value = tuple(
-            v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for v in value
-        )
+        value = tuple(v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for v in value)
     elif kind == AttrKind.TENSOR and not isinstance(value, TensorData):
         value = NumpyTensor(np.asarray(value))
     elif kind == AttrKind.TENSORS:
@@ -145,9 +141,7 @@ def _infer_kind(name: str, value: Any) -> AttrKind:
         return AttrKind.TYPE_PROTO
     if isinstance(value, list | tuple):
         if not value:
-            raise TypeError(
-                f"attribute {name!r}: an empty list has no kind; pass kind= explicitly"
-            )
+            raise TypeError(f"attribute {name!r}: an empty list has no kind; pass kind= explicitly")
         first = value[0]
         if all(isinstance(v, bool | int | np.integer) for v in value):
             return AttrKind.INTS

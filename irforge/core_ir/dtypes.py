@@ -5,6 +5,7 @@ The enum values equal ``onnx.TensorProto.DataType`` so conversion to and from ON
 
 from __future__ import annotations
 
+import contextlib
 import enum
 
 import numpy as np
@@ -34,10 +35,8 @@ for _dt in DataType:
 
 _NP: dict[int, np.dtype] = {}
 for _dt in DataType:
-    try:
+    with contextlib.suppress(KeyError, TypeError, ValueError):  # a dtype numpy cannot represent
         _NP[_dt.value] = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(_dt.value))
-    except (KeyError, TypeError, ValueError):  # a dtype this numpy cannot represent
-        pass
 
 _FROM_NP: dict[np.dtype, DataType] = {}
 for _code, _npd in _NP.items():

@@ -42,7 +42,10 @@ def models_equal(a: Model, b: Model) -> str | None:
         for key, fa in a.functions.items():
             fb = b.functions[key]
             if (fa.attributes, fa.overload, fa.doc_string, fa.metadata) != (
-                fb.attributes, fb.overload, fb.doc_string, fb.metadata
+                fb.attributes,
+                fb.overload,
+                fb.doc_string,
+                fb.metadata,
             ):
                 raise _Diff(f"function {key}: header differs")
             _attrs(fa.attribute_defaults, fb.attribute_defaults, {}, f"function {key} defaults")
@@ -135,9 +138,7 @@ def _attrs(xa: dict, ya: dict, vmap: dict, w: str) -> None:
         elif kind in (AttrKind.TENSOR, AttrKind.SPARSE_TENSOR):
             _check(_tensor_eq(p.value, q.value), w, f"attribute {name}", "tensor", "tensor")
         elif kind in (AttrKind.TENSORS, AttrKind.SPARSE_TENSORS):
-            same = len(p.value) == len(q.value) and all(
-                _tensor_eq(s, t) for s, t in zip(p.value, q.value, strict=True)
-            )
+            same = len(p.value) == len(q.value) and all(_tensor_eq(s, t) for s, t in zip(p.value, q.value, strict=True))
             _check(same, w, f"attribute {name}", "tensors", "tensors")
         elif kind in (AttrKind.FLOAT, AttrKind.FLOATS):
             _check(_floats_eq(p.value, q.value), w, f"attribute {name}", p.value, q.value)

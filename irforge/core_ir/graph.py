@@ -134,9 +134,7 @@ class Graph:
                     if out is None:
                         continue
                     if out._output_of:
-                        raise IRError(
-                            f"cannot remove {n.describe()}: its output %{out.name} is a graph output"
-                        )
+                        raise IRError(f"cannot remove {n.describe()}: its output %{out.name} is a graph output")
                     for user, _ in out._uses:
                         if user not in doomed and not _inside(user, doomed):
                             raise IRError(

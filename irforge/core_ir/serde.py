@@ -20,7 +20,7 @@ from .errors import ExportError, LoadError
 from .graph import Graph
 from .model import Function, Model
 from .node import Node
-from .tensors import ExternalTensor, NumpyTensor, ProtoTensor, TensorData
+from .tensors import ExternalTensor, ProtoTensor, TensorData
 from .types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
 from .value import Value
 
@@ -129,9 +129,7 @@ class Deserializer:
             raise LoadError(f"{self.source}: attribute {ap.name} of {owner} has unknown kind {ap.type}")
         return Attr(ap.name, kind, v, doc_string=ap.doc_string)
 
-    def graph(
-        self, gp: onnx.GraphProto, parent_scope: dict | None = None, inputs: list[str] | None = None
-    ) -> Graph:
+    def graph(self, gp: onnx.GraphProto, parent_scope: dict | None = None, inputs: list[str] | None = None) -> Graph:
         """``inputs`` given (function bodies): plain input names instead of ValueInfoProtos."""
         scope: dict[str, Value] = {}
         chain = _ChainScope(scope, parent_scope)

@@ -197,9 +197,7 @@ def resolve_external_path(base_dir: str, location: str, owner: str = "tensor") -
         )
     parts = location.replace("\\", "/").split("/")
     if ".." in parts:
-        raise ExternalDataError(
-            f"{owner}: external data location {location!r} leaves the model's folder ('..')"
-        )
+        raise ExternalDataError(f"{owner}: external data location {location!r} leaves the model's folder ('..')")
     base = os.path.realpath(base_dir)
     path = os.path.realpath(os.path.join(base, *parts))
     if os.path.commonpath([base, path]) != base:

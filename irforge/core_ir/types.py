@@ -8,12 +8,11 @@ and compare by value, so passes can share them freely.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from .dtypes import DataType, short_name
 
-Dim = Union[int, str, None]
-Shape = Union[tuple[Dim, ...], None]
+Dim = int | str | None
+Shape = tuple[Dim, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +68,7 @@ class MapType:
         return f"map<{short_name(self.key)}, {format_type(self.value)}>"
 
 
-Type = Union[TensorType, SparseTensorType, SequenceType, OptionalType, MapType]
+Type = TensorType | SparseTensorType | SequenceType | OptionalType | MapType
 
 
 def format_dim(d: Dim) -> str:

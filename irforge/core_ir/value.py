@@ -138,6 +138,4 @@ class Value:
         try:
             del self._uses[(node, index)]
         except KeyError:
-            raise IRError(
-                f"internal: use of %{self.name} by {node.describe()} input {index} missing"
-            ) from None
+            raise IRError(f"internal: use of %{self.name} by {node.describe()} input {index} missing") from None

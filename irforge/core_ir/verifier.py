@@ -24,10 +24,12 @@ _OPTIONAL = onnx.defs.OpSchema.FormalParameterOption.Optional
 _VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
 _TENSOR_RE = re.compile(r"tensor\((\w+)\)$")
 _DTYPE_BY_ONNX_NAME = {
-    onnx.helper.tensor_dtype_to_string(int(dt)).replace("TensorProto.", "").lower(): int(dt)
-    for dt in DataType
+    onnx.helper.tensor_dtype_to_string(int(dt)).replace("TensorProto.", "").lower(): int(dt) for dt in DataType
 }
 _DTYPE_BY_ONNX_NAME.update({"float": DataType.FLOAT, "double": DataType.DOUBLE, "string": DataType.STRING})
+
+
+_SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
 
 
 class _Schema:
@@ -57,7 +59,8 @@ class _Schema:
                     out.append((ts, allowed[ts], f.option, f.name))
                 else:
                     m = _TENSOR_RE.match(ts)
-                    fixed = frozenset({_DTYPE_BY_ONNX_NAME[m.group(1)]}) if m and m.group(1) in _DTYPE_BY_ONNX_NAME else None
+                    known = m is not None and m.group(1) in _DTYPE_BY_ONNX_NAME
+                    fixed = frozenset({_DTYPE_BY_ONNX_NAME[m.group(1)]}) if known else None
                     out.append((None, fixed, f.option, f.name))
             return out
 
@@ -170,7 +173,7 @@ class _Verifier:
                 return
             self.add("opset", f"domain {domain!r} is not imported by the model (add an opset import)", n)
             return
-        s = _schema(n.op_type, domain, version) if domain in ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview") else None
+        s = _schema(n.op_type, domain, version) if domain in _SCHEMA_DOMAINS else None
         if s is None:
             if (domain, n.op_type) in self.functions or (domain, n.op_type) in self.kernels:
                 return

@@ -7,7 +7,6 @@ opset range are upgraded with ONNX's version converter; the caller's proto is ne
 from __future__ import annotations
 
 import os
-from typing import Union
 
 import onnx
 import onnx.version_converter
@@ -20,7 +19,7 @@ from ..core_ir.serde import model_from_proto
 MIN_OPSET = 13
 """Models of the ONNX domain below this opset are converted up to it on import."""
 
-Source = Union[str, os.PathLike, bytes, onnx.ModelProto]
+Source = str | os.PathLike | bytes | onnx.ModelProto
 
 
 def max_opset() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .attributes import Attr, AttrKind, SparseTensor
-from .dtypes import DataType, from_short_name, to_numpy
+from .dtypes import DataType, from_short_name, is_floating, to_numpy
 from .errors import ParseError
 from .graph import Graph
 from .model import Function, Model
@@ -148,6 +148,8 @@ class Parser:
         fn.metadata = extras.get("metadata", {})
         for a in extras.get("defaults", []):
             fn.attribute_defaults[a.name] = a
+            if a.name not in fn.attributes:
+                fn.attributes.append(a.name)
         return fn
 
     def graph(self, parent: _Scope | None) -> Graph:
@@ -491,11 +493,7 @@ class Parser:
         elif dt == DataType.BOOL:
             array = np.array(items, dtype=bool).reshape(shape)
         else:
-            src = np.array([float(x) if not _is_int(x) else int(x) for x in items] if items else [],
-                           dtype=np.float64 if any(not _is_int(x) for x in items) else np.int64)  # fmt: skip
-            if dt == DataType.UINT64 and src.dtype == np.int64:
-                src = np.array([int(x) for x in items], dtype=np.uint64)
-            array = src.astype(npdt).reshape(shape)
+            array = _numbers(items, dt, npdt).reshape(shape)
         return NumpyTensor(array, dt)
 
     # -- `with {...}` dictionaries ---------------------------------------------------------
@@ -549,6 +547,17 @@ class Parser:
             self.expect(">")
             return attrs
         raise self.error("expected a value")
+
+
+def _numbers(items: list, dt: DataType, npdt: np.dtype) -> np.ndarray:
+    if any(isinstance(x, bool) for x in items):
+        return np.array(items, dtype=np.float64).astype(npdt)
+    if is_floating(dt) or any(not _is_int(x) for x in items):
+        return np.array([float(x) for x in items], dtype=np.float64).astype(npdt)
+    ints = [int(x) for x in items]
+    if npdt.kind in "iu":
+        return np.array(ints, dtype=npdt)
+    return np.array(ints, dtype=np.int64).astype(npdt)
 
 
 def _is_int(text: str) -> bool:

@@ -135,7 +135,7 @@ class Graph:
                         continue
                     if out._output_of:
                         raise IRError(f"cannot remove {n.describe()}: its output %{out.name} is a graph output")
-                    for user, _ in out._uses:
+                    for user, _ in out.uses():
                         if user not in doomed and not _inside(user, doomed):
                             raise IRError(
                                 f"cannot remove {n.describe()}: its output %{out.name} is still "

@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.helper
-from onnx.reference import ReferenceEvaluator
-from onnx.reference.op_run import OpRun, RuntimeContextError
 
 from .errors import InterpreterError
 from .graph import Graph
@@ -40,7 +38,9 @@ def registered_kernels() -> dict[tuple[str, str], Kernel]:
     return dict(_KERNELS)
 
 
-def _as_oprun(domain: str, op_type: str, kernel: Kernel) -> type[OpRun]:
+def _as_oprun(domain: str, op_type: str, kernel: Kernel):
+    from onnx.reference.op_run import OpRun
+
     def _run(self, *args, **kwargs):
         kwargs.pop("context", None)
         kwargs.pop("attributes", None)
@@ -75,6 +75,8 @@ class Interpreter:
     def _instantiate(self, node: Node, inputs: list[Any]):
         proto = onnx.NodeProto()
         self._serializer.node(node, proto)
+        from onnx.reference.op_run import RuntimeContextError
+
         host = self._host
         custom = _KERNELS.get((node.domain, node.op_type))
         if custom is not None and node.domain != "":
@@ -149,7 +151,7 @@ def _type_of(x: Any) -> onnx.TypeProto | None:
     return None
 
 
-def _run_params(host: ReferenceEvaluator) -> dict[str, Any]:
+def _run_params(host) -> dict[str, Any]:
     return {
         "log": lambda pattern, *args: None,
         "opsets": host.opsets,
@@ -160,8 +162,10 @@ def _run_params(host: ReferenceEvaluator) -> dict[str, Any]:
     }
 
 
-def _make_host(model: Model, opsets: dict[str, int]) -> ReferenceEvaluator:
+def _make_host(model: Model, opsets: dict[str, int]):
     """An evaluator of an empty model that knows the opsets, functions and custom kernels."""
+    from onnx.reference import ReferenceEvaluator
+
     shell = Model(Graph(name="host"), opset_imports=opsets, functions=model.functions, ir_version=10)
     proto = model_to_proto(shell)
     new_ops = [_as_oprun(d, op, k) for (d, op), k in _KERNELS.items() if d != ""]

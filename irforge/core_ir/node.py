@@ -26,7 +26,7 @@ class Node:
         "_graph",
         "_inputs",
         "_outputs",
-        "attributes",
+        "_attrs",
         "doc_string",
         "domain",
         "metadata",
@@ -52,10 +52,10 @@ class Node:
         self.metadata: dict[str, str] | None = None
         self._graph: Graph | None = None
         self._box = None
-        self.attributes: dict[str, Attr] = {}
-        items = attributes.items() if isinstance(attributes, Mapping) else ((a.name, a) for a in attributes)
-        for key, val in items:
-            self.attributes[key] = infer_attr(key, val)
+        self._attrs: dict[str, Attr] | None = None  # allocated on first use: most nodes have none
+        if attributes:
+            items = attributes.items() if isinstance(attributes, Mapping) else ((a.name, a) for a in attributes)
+            self._attrs = {key: infer_attr(key, val) for key, val in items}
         self._inputs: list[Value | None] = []
         for v in inputs:
             self._append_input_raw(v)
@@ -74,6 +74,14 @@ class Node:
             self._outputs.append(v)
 
     # -- views -----------------------------------------------------------------------------
+    @property
+    def attributes(self) -> dict[str, Attr]:
+        """Name → attribute.  Set graph-valued attributes with :meth:`set_attribute`."""
+        attrs = self._attrs
+        if attrs is None:
+            attrs = self._attrs = {}
+        return attrs
+
     @property
     def inputs(self) -> tuple[Value | None, ...]:
         return tuple(self._inputs)
@@ -106,7 +114,7 @@ class Node:
 
     def attr(self, name: str, default: Any = None) -> Any:
         """The value of attribute ``name``, or ``default`` if absent."""
-        a = self.attributes.get(name)
+        a = self._attrs.get(name) if self._attrs else None
         return default if a is None else a.value
 
     def set_attribute(self, name: str, value: Any, kind=None) -> None:
@@ -118,7 +126,9 @@ class Node:
 
     def subgraphs(self) -> list[Graph]:
         """Graphs held in this node's attributes (If branches, Loop/Scan bodies)."""
-        return [g for a in self.attributes.values() for g in a.graphs]
+        if not self._attrs:
+            return []
+        return [g for a in self._attrs.values() for g in a.graphs]
 
     # -- input mutation: the only code that edits use lists ---------------------------------
     def _append_input_raw(self, v: Value | None) -> None:

@@ -569,7 +569,10 @@ def parse(text: str, source: str = "<text>") -> Graph | Model:
 
     Raises :class:`~irforge.core_ir.errors.ParseError` with line and column on bad text.
     """
-    return Parser(text, source).parse_top()
+    from .serde import paused_gc
+
+    with paused_gc():
+        return Parser(text, source).parse_top()
 
 
 def parse_graph(text: str, source: str = "<text>") -> Graph:

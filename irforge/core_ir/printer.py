@@ -77,8 +77,8 @@ class Printer:
                 op += f"@{format_name(n.overload)}"
             args = ", ".join(self.ref(v) for v in n.inputs)
             line = f"{results} = {op}({args})" if n.outputs else f"{op}({args})"
-            if n.attributes:
-                attrs = ", ".join(self.attr(a, ind) for a in n.attributes.values())
+            if n._attrs:
+                attrs = ", ".join(self.attr(a, ind) for a in n._attrs.values())
                 line += f" <{attrs}>"
             extras = _dict_text({"name": n.name or None, "doc": n.doc_string or None,
                                  "metadata": n.metadata or None})  # fmt: skip

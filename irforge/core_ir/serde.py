@@ -8,7 +8,10 @@ loaded ``TensorProto`` instead of re-encoding it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections.abc import Callable
+from sys import intern
 
 import numpy as np
 import onnx
@@ -63,6 +66,15 @@ class Deserializer:
 
     def __init__(self, base_dir: str | None, source: str = "model"):
         self.base_dir, self.source = base_dir, source
+        self._types: dict[tuple, TensorType] = {}
+
+    def tensor_type(self, dtype: DataType, shape: tuple) -> TensorType:
+        """Types are immutable: equal ones are shared, which matters on million-node graphs."""
+        key = (dtype, shape)
+        t = self._types.get(key)
+        if t is None:
+            t = self._types[key] = TensorType(dtype, shape)
+        return t
 
     def tensor(self, tp: onnx.TensorProto, owner: str) -> TensorData:
         if tp.data_location == _EXTERNAL:
@@ -168,15 +180,11 @@ class Deserializer:
                 if not name:
                     outs.append(None)
                     continue
+                # a name defined twice is kept as two values: the verifier reports it
                 v = pending.pop(name, None) or Value(name)
-                if name in scope:
-                    raise LoadError(
-                        f"{self.source}: value {name!r} is defined twice (second time by node "
-                        f"{np_.name or np_.op_type!r}); ONNX values are assigned once"
-                    )
                 scope[name] = v
                 outs.append(v)
-            node = Node(np_.op_type, ins, domain=_norm_domain(np_.domain), outputs=outs,
+            node = Node(intern(np_.op_type), ins, domain=intern(_norm_domain(np_.domain)), outputs=outs,
                         name=np_.name, overload=np_.overload)  # fmt: skip
             if np_.attribute:
                 owner = f"node {np_.name or np_.op_type!r}"
@@ -187,13 +195,8 @@ class Deserializer:
             if np_.metadata_props:
                 node.metadata = {p.key: p.value for p in np_.metadata_props}
             append(node)
-        if pending:
-            name = next(iter(pending))
-            user = pending[name].users()[0]
-            raise LoadError(
-                f"{self.source}: {user.describe()} reads {name!r}, which no node, input or "
-                f"initializer of graph {gp.name!r} (or an enclosing graph) defines"
-            )
+        # names still pending are defined nowhere: they stay dangling values, which the
+        # verifier reports together with every other problem
         for vi in gp.value_info:
             v = scope.get(vi.name)
             if v is not None and v.type is None:
@@ -201,9 +204,9 @@ class Deserializer:
                 v.doc_string = vi.doc_string
         outs = []
         for vi in gp.output:
-            v = scope.get(vi.name) or chain.outer(vi.name)
+            v = scope.get(vi.name) or chain.outer(vi.name) or pending.get(vi.name)
             if v is None:
-                raise LoadError(f"{self.source}: graph output {vi.name!r} of graph {gp.name!r} is never defined")
+                v = Value(vi.name)  # defined nowhere: the verifier reports it
             t = type_from_proto(vi.type)
             if t is not None and v.type is None:
                 v.type = t
@@ -220,7 +223,7 @@ class Deserializer:
     def _add_initializer(self, g: Graph, scope: dict, name: str, payload: TensorData) -> None:
         v = scope.get(name)
         if v is None:
-            v = Value(name, TensorType(payload.dtype, tuple(payload.shape)))
+            v = Value(name, self.tensor_type(payload.dtype, tuple(payload.shape)))
             scope[name] = v
         elif v.const_value is not None:
             raise LoadError(f"{self.source}: graph {g.name!r} has two initializers named {name!r}")
@@ -446,8 +449,9 @@ class Serializer:
         if n.metadata:
             for k, val in n.metadata.items():
                 np_.metadata_props.add(key=k, value=val)
-        for a in n.attributes.values():
-            self.attribute(a, np_.attribute.add())
+        if n._attrs:
+            for a in n._attrs.values():
+                self.attribute(a, np_.attribute.add())
 
     def value_info(self, v: Value, vi: onnx.ValueInfoProto) -> None:
         vi.name = self.name(v)
@@ -531,4 +535,18 @@ def model_to_proto(m: Model) -> onnx.ModelProto:
 
 
 def model_from_proto(mp: onnx.ModelProto, base_dir: str | None = None, source: str = "model") -> Model:
-    return Deserializer(base_dir, source).model(mp)
+    with paused_gc():
+        return Deserializer(base_dir, source).model(mp)
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """Building millions of objects that all stay alive: the cycle collector would only rescan
+    them again and again (superlinear time), so it waits until the build is done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

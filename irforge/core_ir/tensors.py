@@ -83,26 +83,25 @@ def _to_bytes(s: object) -> bytes:
 class ProtoTensor:
     """A payload still held in the ``TensorProto`` it was loaded from; decoded on first use."""
 
-    __slots__ = ("__dict__", "proto")
+    __slots__ = ("_array", "proto")
 
     def __init__(self, proto: onnx.TensorProto):
         self.proto = proto
+        self._array: np.ndarray | None = None
 
     @property
     def dtype(self) -> DataType:
         return DataType(self.proto.data_type)
 
-    @cached_property
+    @property
     def shape(self) -> tuple[int, ...]:
         return tuple(self.proto.dims)
 
-    @cached_property
-    def _array(self) -> np.ndarray:
-        array = onnx.numpy_helper.to_array(self.proto)
-        array.flags.writeable = False
-        return array
-
     def numpy(self) -> np.ndarray:
+        if self._array is None:
+            array = onnx.numpy_helper.to_array(self.proto)
+            array.flags.writeable = False
+            self._array = array
         return self._array
 
     def __repr__(self) -> str:

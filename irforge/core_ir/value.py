@@ -52,7 +52,10 @@ class Value:
         self._producer: Node | None = None
         self._index: int | None = None
         self._graph: Graph | None = None  # set for graph inputs and initializers
-        self._uses: dict[tuple[Node, int], None] = {}
+        # None (no uses); a flat list [node, index, node, index, ...] while small (no tuple per
+        # use: this is the IR's most numerous object); a dict {(node, index): None} once a value
+        # has many readers, for O(1) removal.  Only _add_use/_remove_use touch it.
+        self._uses: list | dict[tuple[Node, int], None] | None = None
         self._output_of: list[Graph] | None = None
 
     def __repr__(self) -> str:
@@ -91,21 +94,37 @@ class Value:
     # -- uses ------------------------------------------------------------------------------
     def uses(self) -> list[tuple[Node, int]]:
         """``(node, input_index)`` for every node input that reads this value (a snapshot)."""
-        return list(self._uses)
+        uses = self._uses
+        if not uses:
+            return []
+        if type(uses) is list:
+            return list(zip(uses[::2], uses[1::2], strict=True))
+        return list(uses)
 
     def iter_uses(self) -> Iterator[tuple[Node, int]]:
-        return iter(list(self._uses))
+        return iter(self.uses())
 
     def users(self) -> list[Node]:
         """Distinct consuming nodes, in first-use order."""
-        return list(dict.fromkeys(n for n, _ in self._uses))
+        return list(dict.fromkeys(n for n, _ in self.uses()))
 
     def num_uses(self) -> int:
-        return len(self._uses)
+        uses = self._uses
+        if not uses:
+            return 0
+        return len(uses) // 2 if type(uses) is list else len(uses)
 
     def has_uses(self) -> bool:
         """True when a node reads this value or it is a graph output."""
         return bool(self._uses) or bool(self._output_of)
+
+    def is_used_by(self, node: Node, index: int) -> bool:
+        uses = self._uses
+        if not uses:
+            return False
+        if type(uses) is list:
+            return any(uses[i] is node and uses[i + 1] == index for i in range(0, len(uses), 2))
+        return (node, index) in uses
 
     def replace_all_uses_with(self, new: Value, *, include_graph_outputs: bool = True) -> None:
         """Make every reader of this value read ``new`` instead.
@@ -116,7 +135,7 @@ class Value:
         """
         if new is self:
             return
-        for node, i in list(self._uses):
+        for node, i in self.uses():
             node.set_input(i, new)
         if include_graph_outputs and self._output_of:
             graphs = list(dict.fromkeys(self._output_of))
@@ -131,11 +150,28 @@ class Value:
                 new.name = old_name
 
     # -- internal: the single place that edits use lists -----------------------------------
+    _SMALL = 16  # uses kept in a flat list up to this many; a dict beyond
+
     def _add_use(self, node: Node, index: int) -> None:
-        self._uses[(node, index)] = None
+        uses = self._uses
+        if uses is None:
+            self._uses = [node, index]
+        elif type(uses) is list:
+            uses.append(node)
+            uses.append(index)
+            if len(uses) > 2 * self._SMALL:
+                self._uses = dict.fromkeys(zip(uses[::2], uses[1::2], strict=True))
+        else:
+            uses[(node, index)] = None
 
     def _remove_use(self, node: Node, index: int) -> None:
-        try:
-            del self._uses[(node, index)]
-        except KeyError:
-            raise IRError(f"internal: use of %{self.name} by {node.describe()} input {index} missing") from None
+        uses = self._uses
+        if type(uses) is list:
+            for i in range(0, len(uses), 2):
+                if uses[i] is node and uses[i + 1] == index:
+                    del uses[i : i + 2]
+                    return
+        elif uses is not None and (node, index) in uses:
+            del uses[(node, index)]
+            return
+        raise IRError(f"internal: use of %{self.name} by {node.describe()} input {index} missing")

@@ -129,7 +129,7 @@ class _Verifier:
                     else:
                         self.add("ssa", f"input {i} %{v.name} is not defined in this graph or an "
                                         "enclosing one", n, v)  # fmt: skip
-                if (n, i) not in v._uses:
+                if not v.is_used_by(n, i):
                     self.add("use-list", f"input {i} %{v.name} does not list this node as a use", n, v)
             self.node(n, defined)
             for o in n._outputs:
@@ -164,7 +164,7 @@ class _Verifier:
 
     def node(self, n: Node, defined: set[Value]) -> None:
         domain = n.domain
-        for a in n.attributes.values():
+        for a in (n._attrs or {}).values():
             for sub in a.graphs:
                 self.graph(sub, defined, f"subgraph {a.name}")
         version = self.opsets.get(domain)
@@ -191,7 +191,7 @@ class _Verifier:
             self.add("schema", f"has {len(ins)} inputs; {n.op_type} takes {s.min_in}..{s.max_in}", n)
         if not s.min_out <= len(outs) <= s.max_out:
             self.add("schema", f"has {len(outs)} outputs; {n.op_type} gives {s.min_out}..{s.max_out}", n)
-        attrs = n.attributes
+        attrs = n._attrs or {}
         if attrs or s.required:
             for name, a in attrs.items():
                 kind = s.attrs.get(name)

@@ -1,0 +1,165 @@
+"""Load → verify → print → parse → save on synthetic graphs, next to onnx-ir and plain onnx.
+
+Every measurement runs in a fresh process (so peak memory is that step's alone), several times;
+the table gives medians.  Run:  python benchmarks/bench_io.py [--sizes 10000 100000 1000000]
+Writes benchmarks/results/io.json and io.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+
+STEPS = {
+    "irforge": ["load", "verify", "print", "parse", "save"],
+    "onnx_ir": ["load", "save"],
+    "onnx": ["load", "save"],
+}
+
+WORKER = r"""
+import gc, json, os, sys, time
+tool, step, path, scratch = sys.argv[1:5]
+
+def rss_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+
+if tool == "irforge":
+    import irforge
+    from irforge.core_ir import parse, print_model, verify_model
+    from irforge.backends.onnx import save
+    ready = {
+        "load": lambda: None,
+        "verify": lambda: irforge.load(path),
+        "print": lambda: irforge.load(path),
+        "parse": lambda: print_model(irforge.load(path)),
+        "save": lambda: irforge.load(path),
+    }[step]()
+    run = {
+        "load": lambda: irforge.load(path),
+        "verify": lambda: verify_model(ready),
+        "print": lambda: print_model(ready),
+        "parse": lambda: parse(ready),
+        "save": lambda: save(ready, scratch),
+    }[step]
+elif tool == "onnx_ir":
+    import onnx_ir
+    ready = onnx_ir.load(path) if step == "save" else None
+    run = {"load": lambda: onnx_ir.load(path), "save": lambda: onnx_ir.save(ready, scratch)}[step]
+else:
+    import onnx
+    ready = onnx.load(path) if step == "save" else None
+    run = {"load": lambda: onnx.load(path), "save": lambda: onnx.save(ready, scratch)}[step]
+
+gc.collect()
+base = rss_kib("VmRSS:")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak-RSS counter, so the peak below is this step's
+t0 = time.perf_counter()
+result = run()
+elapsed = time.perf_counter() - t0
+peak = rss_kib("VmHWM:")
+print(json.dumps({"seconds": elapsed, "peak_mib": peak / 1024, "delta_mib": (peak - base) / 1024}))
+"""
+
+
+def measure(tool: str, step: str, path: str, scratch: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, tool, step, path, scratch], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{tool} {step} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--kinds", nargs="+", default=["chain", "ladder"])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    sys.path.insert(0, HERE)
+    from synthetic import build
+
+    import onnx
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.kinds:
+            for size in args.sizes:
+                path = os.path.join(tmp, f"{kind}_{size}.onnx")
+                onnx.save(build(kind, size), path)
+                mib = os.path.getsize(path) / 2**20
+                for tool, steps in STEPS.items():
+                    for step in steps:
+                        runs = []
+                        for _ in range(args.repeats):
+                            runs.append(measure(tool, step, path, os.path.join(tmp, "out.onnx")))
+                            time.sleep(0.5)
+                        row = {
+                            "kind": kind, "nodes": size, "file_mib": round(mib, 1), "tool": tool, "step": step,
+                            "seconds": statistics.median(r["seconds"] for r in runs),
+                            "peak_mib": statistics.median(r["peak_mib"] for r in runs),
+                            "delta_mib": statistics.median(r["delta_mib"] for r in runs),
+                            "runs": [round(r["seconds"], 4) for r in runs],
+                        }  # fmt: skip
+                        rows.append(row)
+                        print(f"{kind:6} {size:>8} {tool:8} {step:6} {row['seconds']:8.3f}s "
+                              f"peak {row['peak_mib']:7.0f} MiB (+{row['delta_mib']:.0f})", flush=True)  # fmt: skip
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "io.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(RESULTS, "io.md"), "w") as f:
+        f.write(report(rows))
+    print(report(rows))
+
+
+def report(rows: list[dict]) -> str:
+    get = {(r["kind"], r["nodes"], r["tool"], r["step"]): r for r in rows}
+    kinds = sorted({r["kind"] for r in rows})
+    sizes = sorted({r["nodes"] for r in rows})
+    out = ["| graph | nodes | file | step | irforge | onnx-ir | onnx | irforge / onnx-ir | peak MiB irforge / onnx-ir / onnx |",
+           "|---|---:|---:|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    for kind in kinds:
+        for size in sizes:
+            for step in STEPS["irforge"]:
+                ours = get.get((kind, size, "irforge", step))
+                if ours is None:
+                    continue
+                oir, onx = get.get((kind, size, "onnx_ir", step)), get.get((kind, size, "onnx", step))
+                ratio = f"{ours['seconds'] / oir['seconds']:.2f}×" if oir else ""
+                peaks = " / ".join(f"{r['peak_mib']:.0f}" if r else "–" for r in (ours, oir, onx))
+                out.append(
+                    f"| {kind} | {size:,} | {ours['file_mib']} MiB | {step} | {ours['seconds']:.3f} s | "
+                    f"{oir['seconds']:.3f} s | {onx['seconds']:.3f} s | {ratio} | {peaks} |"
+                    if oir
+                    else f"| {kind} | {size:,} | {ours['file_mib']} MiB | {step} | {ours['seconds']:.3f} s | | | | {peaks} |"
+                )
+    out.append("")
+    out.append("Growth (time at 10× the nodes ÷ time before; 10.0 is linear):")
+    out.append("")
+    out.append("| graph | step | " + " | ".join(f"{a:,}→{b:,}" for a, b in zip(sizes, sizes[1:], strict=False)) + " |")
+    out.append("|---|---|" + "---:|" * (len(sizes) - 1))
+    for kind in kinds:
+        for step in STEPS["irforge"]:
+            cells = []
+            for a, b in zip(sizes, sizes[1:], strict=False):
+                ra, rb = get.get((kind, a, "irforge", step)), get.get((kind, b, "irforge", step))
+                cells.append(f"{rb['seconds'] / ra['seconds']:.1f}" if ra and rb else "")
+            out.append(f"| {kind} | {step} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -90,9 +90,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     sys.path.insert(0, HERE)
-    from synthetic import build
-
     import onnx
+    from synthetic import build
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

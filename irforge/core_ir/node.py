@@ -22,11 +22,11 @@ class Node:
     """
 
     __slots__ = (
+        "_attrs",
         "_box",
         "_graph",
         "_inputs",
         "_outputs",
-        "_attrs",
         "doc_string",
         "domain",
         "metadata",

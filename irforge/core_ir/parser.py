@@ -7,6 +7,7 @@ import numpy as np
 from .attributes import Attr, AttrKind, SparseTensor
 from .dtypes import DataType, from_short_name, is_floating, to_numpy
 from .errors import ParseError
+from .gcpause import paused_gc
 from .graph import Graph
 from .model import Function, Model
 from .node import Node
@@ -569,8 +570,6 @@ def parse(text: str, source: str = "<text>") -> Graph | Model:
 
     Raises :class:`~irforge.core_ir.errors.ParseError` with line and column on bad text.
     """
-    from .serde import paused_gc
-
     with paused_gc():
         return Parser(text, source).parse_top()
 

@@ -8,8 +8,6 @@ loaded ``TensorProto`` instead of re-encoding it.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections.abc import Callable
 from sys import intern
 
@@ -20,6 +18,7 @@ import onnx.numpy_helper
 from .attributes import Attr, AttrKind, SparseTensor
 from .dtypes import DataType
 from .errors import ExportError, LoadError
+from .gcpause import paused_gc
 from .graph import Graph
 from .model import Function, Model
 from .node import Node
@@ -537,16 +536,3 @@ def model_to_proto(m: Model) -> onnx.ModelProto:
 def model_from_proto(mp: onnx.ModelProto, base_dir: str | None = None, source: str = "model") -> Model:
     with paused_gc():
         return Deserializer(base_dir, source).model(mp)
-
-
-@contextlib.contextmanager
-def paused_gc():
-    """Building millions of objects that all stay alive: the cycle collector would only rescan
-    them again and again (superlinear time), so it waits until the build is done."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()

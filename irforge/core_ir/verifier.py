@@ -14,6 +14,7 @@ import onnx.defs
 from .attributes import AttrKind
 from .dtypes import DataType
 from .errors import Problem, VerificationError
+from .gcpause import paused_gc
 from .graph import Graph
 from .model import Model
 from .node import Node
@@ -29,13 +30,16 @@ _DTYPE_BY_ONNX_NAME = {
 _DTYPE_BY_ONNX_NAME.update({"float": DataType.FLOAT, "double": DataType.DOUBLE, "string": DataType.STRING})
 
 
+_MISSING = object()
 _SCHEMA_DOMAINS = frozenset({"", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview"})
 
 
 class _Schema:
     """What the verifier needs of an ``OpSchema``, precomputed once."""
 
-    __slots__ = ("attrs", "in_params", "max_in", "max_out", "min_in", "min_out", "out_params", "required")
+    __slots__ = (
+        "attrs", "in_params", "max_in", "max_out", "min_in", "min_out", "out_params", "required", "variadic_in",
+    )  # fmt: skip
 
     def __init__(self, s: onnx.defs.OpSchema):
         self.min_in, self.max_in = s.min_input, s.max_input
@@ -65,6 +69,7 @@ class _Schema:
             return out
 
         self.in_params = params(s.inputs)
+        self.variadic_in = bool(self.in_params) and self.in_params[-1][2] == _VARIADIC
         self.out_params = params(s.outputs)
         self.attrs = {name: int(a.type) for name, a in s.attributes.items()}
         self.required = [name for name, a in s.attributes.items() if a.required]
@@ -90,6 +95,10 @@ class _Verifier:
         self.kernels = kernels
         self.problems: list[Problem] = []
         self.names: dict[str, Value] = {}
+        # op_type (ONNX domain) or (op_type, domain) -> what to check such nodes against
+        self.schemas: dict[str | tuple[str, str], _Schema | str | None] = {}
+        self.graphs: list[Graph] = []
+        self.slots = self.registered = 0
 
     def add(self, rule: str, msg: str, node: Node | None = None, value: Value | None = None) -> None:
         self.problems.append(Problem(
@@ -106,6 +115,8 @@ class _Verifier:
         self.names[v.name] = v
 
     def graph(self, g: Graph, visible: set[Value], what: str = "graph") -> None:
+        """One walk over the nodes; the common case (everything fine) takes the shortest path."""
+        self.graphs.append(g)
         defined = set(visible)
         for v in g.inputs:
             self.define(v)
@@ -116,33 +127,103 @@ class _Verifier:
             defined.add(v)
             if v.const_value is None:
                 self.add("initializer", "initializer has no payload", value=v)
-        later = {o for n in g for o in n._outputs if o is not None}
-        order_bad = False
+        for v in defined - visible:
+            self.registered += _num_uses(v._uses)
+        names, schemas, order_bad = self.names, self.schemas, False
+        registered = slots = 0
+        add_defined = defined.add
         for n in g:
-            for i, v in enumerate(n._inputs):
+            key = n.op_type if not n.domain else (n.op_type, n.domain)
+            schema = schemas.get(key, _MISSING)
+            if schema is _MISSING:
+                schema = schemas[key] = self.resolve(n)
+            ins = n._inputs
+            params = None
+            if schema is not None:
+                if schema.__class__ is str:
+                    self.add(*schema.split("|", 1), n)  # type: ignore[arg-type]
+                else:
+                    if not schema.min_in <= len(ins) <= schema.max_in or not (
+                        schema.min_out <= len(n._outputs) <= schema.max_out
+                    ):
+                        self.check_arity(n, schema)
+                    if n._attrs or schema.required:
+                        self.check_attributes(n, schema)
+                    params = schema.in_params
+                    if len(ins) > len(params) and schema.variadic_in:
+                        params = params + [params[-1]] * (len(ins) - len(params))
+                    nparams = len(params)
+                    bound: dict[str, int] = {}
+            for i, v in enumerate(ins):
                 if v is None:
+                    if params is not None and i < nparams and params[i][2] != _OPTIONAL:
+                        self.add("schema", f"required input {i} ({params[i][3]}) is missing", n)
                     continue
                 if v not in defined:
-                    if v in later:
-                        order_bad = True
-                        self.add("ssa", f"input {i} %{v.name} is used before it is defined", n, v)
-                    else:
-                        self.add("ssa", f"input {i} %{v.name} is not defined in this graph or an "
-                                        "enclosing one", n, v)  # fmt: skip
-                if not v.is_used_by(n, i):
+                    order_bad |= self.undefined_input(g, n, i, v)
+                else:
+                    slots += 1
+                u = v._uses
+                if not (type(u) is list and len(u) == 2 and u[0] is n and u[1] == i) and not v.is_used_by(n, i):
                     self.add("use-list", f"input {i} %{v.name} does not list this node as a use", n, v)
-            self.node(n, defined)
-            for o in n._outputs:
-                if o is not None:
-                    if o._producer is not n:
-                        self.add("use-list", f"output %{o.name} does not name this node as its producer", n, o)
-                    self.define(o, n)
-                    defined.add(o)
+                if params is not None and i < nparams:
+                    t = v.type
+                    if t.__class__ is TensorType:
+                        var, allowed = params[i][0], params[i][1]
+                        dt = t.dtype
+                        if allowed is not None and dt not in allowed:
+                            self.type_problem(n, v, params[i], f"input {i}", None)
+                        if var is not None:
+                            prev = bound.setdefault(var, dt)
+                            if prev != dt:
+                                self.type_problem(n, v, params[i], f"input {i}", prev)
+            if n._attrs:
+                for a in n._attrs.values():
+                    for sub in a.graphs:
+                        self.graph(sub, defined, f"subgraph {a.name}")
+            for j, o in enumerate(n._outputs):
+                if o is None:
+                    continue
+                if o._producer is not n:
+                    self.add("use-list", f"output %{o.name} does not name this node as its producer", n, o)
+                name = o.name
+                if name is not None and names.setdefault(name, o) is not o:
+                    self.add("ssa", f"the name %{name} is defined twice", n, o)
+                    names[name] = o
+                add_defined(o)
+                u = o._uses
+                if u:
+                    registered += len(u) >> 1 if type(u) is list else len(u)
+                if params is not None and o.type.__class__ is TensorType:
+                    self.check_output_type(n, j, o, schema, bound)
+        self.slots += slots
+        self.registered += registered
         if order_bad:
             self.cycles(g)
         for i, v in enumerate(g.outputs):
             if v not in defined:
                 self.add("ssa", f"{what} output {i} %{v.name} is not defined", value=v)
+
+    def undefined_input(self, g: Graph, n: Node, i: int, v: Value) -> bool:
+        """Report an input not (yet) defined; True when it is defined later (an order problem)."""
+        if v.producer() is not None and v.producer().graph is g:
+            self.add("ssa", f"input {i} %{v.name} is used before it is defined", n, v)
+            return True
+        self.add("ssa", f"input {i} %{v.name} is not defined in this graph or an enclosing one", n, v)
+        return False
+
+    def check_use_counts(self) -> None:
+        """Every registered use must be a real input slot: catches uses left by removed nodes."""
+        if self.registered != self.slots:
+            values = {v for g in self.graphs for v in g.values()}
+            stale = [
+                (v, user)
+                for v in values
+                for user, idx in v.uses()
+                if user.graph is None or idx >= len(user.inputs) or user.inputs[idx] is not v
+            ]
+            for v, user in stale[:10]:
+                self.add("use-list", f"%{v.name} lists a use by {user.describe()}, which does not read it", value=v)
 
     def cycles(self, g: Graph) -> None:
         import networkx as nx
@@ -162,85 +243,84 @@ class _Verifier:
         path = " -> ".join(a.describe() for a, _ in cycle)
         self.add("cycle", f"graph {g.name!r} has a cycle: {path} -> {cycle[0][0].describe()}")
 
-    def node(self, n: Node, defined: set[Value]) -> None:
-        domain = n.domain
-        for a in (n._attrs or {}).values():
-            for sub in a.graphs:
-                self.graph(sub, defined, f"subgraph {a.name}")
+    def resolve(self, n: Node) -> _Schema | str | None:
+        """What to check nodes of this op against: a schema, nothing, or a problem to report."""
+        domain, op = n.domain, n.op_type
         version = self.opsets.get(domain)
+        known_elsewhere = (domain, op) in self.functions or (domain, op) in self.kernels
         if version is None:
-            if domain == "" or (domain, n.op_type) in self.functions or (domain, n.op_type) in self.kernels:
-                return
-            self.add("opset", f"domain {domain!r} is not imported by the model (add an opset import)", n)
-            return
-        s = _schema(n.op_type, domain, version) if domain in _SCHEMA_DOMAINS else None
-        if s is None:
-            if (domain, n.op_type) in self.functions or (domain, n.op_type) in self.kernels:
-                return
-            if domain in ("", "ai.onnx.ml") or _known_domain(domain):
-                self.add("schema", f"op {n.op_type} does not exist in domain {domain!r} version {version}", n)
-            else:
-                self.add("unknown-domain", f"domain {domain!r} has no schemas, functions or kernels; "
-                                           "install the plugin that provides it", n)  # fmt: skip
-            return
-        self.check_schema(n, s)
+            if domain == "" or known_elsewhere:
+                return None
+            return f"opset|domain {domain!r} is not imported by the model (add an opset import)"
+        s = _schema(op, domain, version) if domain in _SCHEMA_DOMAINS else None
+        if s is not None:
+            return s
+        if known_elsewhere:
+            return None
+        if domain in ("", "ai.onnx.ml") or _known_domain(domain):
+            return f"schema|op {op} does not exist in domain {domain!r} version {version}"
+        return (
+            f"unknown-domain|domain {domain!r} has no schemas, functions or kernels; "
+            "install the plugin that provides it"
+        )
 
-    def check_schema(self, n: Node, s: _Schema) -> None:
+    def check_arity(self, n: Node, s: _Schema) -> None:
         ins, outs = n._inputs, n._outputs
         if not s.min_in <= len(ins) <= s.max_in:
             self.add("schema", f"has {len(ins)} inputs; {n.op_type} takes {s.min_in}..{s.max_in}", n)
         if not s.min_out <= len(outs) <= s.max_out:
             self.add("schema", f"has {len(outs)} outputs; {n.op_type} gives {s.min_out}..{s.max_out}", n)
-        attrs = n._attrs or {}
-        if attrs or s.required:
-            for name, a in attrs.items():
-                kind = s.attrs.get(name)
-                if kind is None:
-                    self.add("attribute", f"unknown attribute {name!r} for {n.op_type}", n)
-                elif kind != a.kind:
-                    self.add("attribute", f"attribute {name!r} is {AttrKind(a.kind).name}, "
-                                          f"{n.op_type} wants {AttrKind(kind).name}", n)  # fmt: skip
-            for name in s.required:
-                if name not in attrs:
-                    self.add("attribute", f"required attribute {name!r} is missing", n)
-        bound: dict[str, int] = {}
-        params = s.in_params
-        for i, v in enumerate(ins):
-            p = params[i] if i < len(params) else (params[-1] if params and params[-1][2] == _VARIADIC else None)
-            if p is None:
-                continue
-            if v is None:
-                if p[2] != _OPTIONAL:
-                    self.add("schema", f"required input {i} ({p[3]}) is missing", n)
-                continue
-            self.check_type(n, v, p, bound, f"input {i}")
-        for i, v in enumerate(outs):
-            if v is None or v.type is None:
-                continue
-            params = s.out_params
-            p = params[i] if i < len(params) else (params[-1] if params and params[-1][2] == _VARIADIC else None)
-            if p is not None:
-                self.check_type(n, v, p, bound, f"output {i}")
 
-    def check_type(self, n: Node, v: Value, p, bound: dict[str, int], where: str) -> None:
-        t = v.type
-        if not isinstance(t, TensorType):
+    def check_attributes(self, n: Node, s: _Schema) -> None:
+        attrs = n._attrs or {}
+        for name, a in attrs.items():
+            kind = s.attrs.get(name)
+            if kind is None:
+                self.add("attribute", f"unknown attribute {name!r} for {n.op_type}", n)
+            elif kind != a.kind:
+                self.add("attribute", f"attribute {name!r} is {AttrKind(a.kind).name}, "
+                                      f"{n.op_type} wants {AttrKind(kind).name}", n)  # fmt: skip
+        for name in s.required:
+            if name not in attrs:
+                self.add("attribute", f"required attribute {name!r} is missing", n)
+
+    def check_output_type(self, n: Node, i: int, v: Value, s: _Schema, bound: dict[str, int]) -> None:
+        params = s.out_params
+        if i < len(params):
+            p = params[i]
+        elif params and params[-1][2] == _VARIADIC:
+            p = params[-1]
+        else:
             return
-        var, allowed, _, pname = p
-        dt = int(t.dtype)
-        if allowed is not None and dt not in allowed:
-            self.add("type", f"{where} ({pname}) %{v.name} is {DataType(dt).name}, which "
-                             f"{n.op_type} does not accept", n, v)  # fmt: skip
-        if var is not None:
-            prev = bound.setdefault(var, dt)
+        dt = v.type.dtype
+        if p[1] is not None and dt not in p[1]:
+            self.type_problem(n, v, p, f"output {i}", None)
+        if p[0] is not None:
+            prev = bound.setdefault(p[0], dt)
             if prev != dt:
-                self.add("type", f"{where} ({pname}) %{v.name} is {DataType(dt).name} but type "
-                                 f"{var} is already bound to {DataType(prev).name}", n, v)  # fmt: skip
+                self.type_problem(n, v, p, f"output {i}", prev)
+
+    def type_problem(self, n: Node, v: Value, p, where: str, bound_to: int | None) -> None:
+        var, _, _, pname = p
+        dt = DataType(v.type.dtype).name
+        if bound_to is None:
+            self.add("type", f"{where} ({pname}) %{v.name} is {dt}, which {n.op_type} does not accept", n, v)
+        else:
+            self.add("type", f"{where} ({pname}) %{v.name} is {dt} but type {var} is already bound to "
+                             f"{DataType(bound_to).name}", n, v)  # fmt: skip
+
+
+def _num_uses(u) -> int:
+    if not u:
+        return 0
+    return len(u) >> 1 if type(u) is list else len(u)
 
 
 def _collect(g: Graph, opsets, functions, kernels, subject) -> list[Problem]:
     ver = _Verifier(opsets, functions, kernels)
-    ver.graph(g, set())
+    with paused_gc():
+        ver.graph(g, set())
+        ver.check_use_counts()
     return ver.problems
 
 

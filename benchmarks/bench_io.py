@@ -8,6 +8,7 @@ Writes benchmarks/results/io.json and io.md.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -128,8 +129,11 @@ def report(rows: list[dict]) -> str:
     get = {(r["kind"], r["nodes"], r["tool"], r["step"]): r for r in rows}
     kinds = sorted({r["kind"] for r in rows})
     sizes = sorted({r["nodes"] for r in rows})
-    out = ["| graph | nodes | file | step | irforge | onnx-ir | onnx | irforge / onnx-ir | peak MiB irforge / onnx-ir / onnx |",
-           "|---|---:|---:|---|---:|---:|---:|---:|---|"]  # fmt: skip
+    out = [
+        "| graph | nodes | file | step | irforge | onnx-ir | onnx | irforge / onnx-ir "
+        "| peak MiB irforge / onnx-ir / onnx |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|",
+    ]
     for kind in kinds:
         for size in sizes:
             for step in STEPS["irforge"]:
@@ -139,21 +143,20 @@ def report(rows: list[dict]) -> str:
                 oir, onx = get.get((kind, size, "onnx_ir", step)), get.get((kind, size, "onnx", step))
                 ratio = f"{ours['seconds'] / oir['seconds']:.2f}×" if oir else ""
                 peaks = " / ".join(f"{r['peak_mib']:.0f}" if r else "–" for r in (ours, oir, onx))
-                out.append(
-                    f"| {kind} | {size:,} | {ours['file_mib']} MiB | {step} | {ours['seconds']:.3f} s | "
-                    f"{oir['seconds']:.3f} s | {onx['seconds']:.3f} s | {ratio} | {peaks} |"
-                    if oir
-                    else f"| {kind} | {size:,} | {ours['file_mib']} MiB | {step} | {ours['seconds']:.3f} s | | | | {peaks} |"
-                )
+                head = f"| {kind} | {size:,} | {ours['file_mib']} MiB | {step} | {ours['seconds']:.3f} s |"
+                if oir:
+                    out.append(f"{head} {oir['seconds']:.3f} s | {onx['seconds']:.3f} s | {ratio} | {peaks} |")
+                else:
+                    out.append(f"{head} | | | {peaks} |")
     out.append("")
     out.append("Growth (time at 10× the nodes ÷ time before; 10.0 is linear):")
     out.append("")
-    out.append("| graph | step | " + " | ".join(f"{a:,}→{b:,}" for a, b in zip(sizes, sizes[1:], strict=False)) + " |")
+    out.append("| graph | step | " + " | ".join(f"{a:,}→{b:,}" for a, b in itertools.pairwise(sizes)) + " |")
     out.append("|---|---|" + "---:|" * (len(sizes) - 1))
     for kind in kinds:
         for step in STEPS["irforge"]:
             cells = []
-            for a, b in zip(sizes, sizes[1:], strict=False):
+            for a, b in itertools.pairwise(sizes):
                 ra, rb = get.get((kind, a, "irforge", step)), get.get((kind, b, "irforge", step))
                 cells.append(f"{rb['seconds'] / ra['seconds']:.1f}" if ra and rb else "")
             out.append(f"| {kind} | {step} | " + " | ".join(cells) + " |")

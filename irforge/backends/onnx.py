@@ -69,8 +69,10 @@ class _ExternalWriter:
 def _raw_bytes(t: TensorData):
     if isinstance(t, ExternalTensor):
         return t.raw_bytes()
-    if isinstance(t, ProtoTensor) and t.proto.HasField("raw_data"):
-        return t.proto.raw_data
+    if isinstance(t, ProtoTensor):
+        proto = t.proto
+        if proto.HasField("raw_data"):
+            return proto.raw_data
     array = t.numpy()
     if array.dtype.itemsize * 8 == _bits(t.dtype):
         return np.ascontiguousarray(array).data

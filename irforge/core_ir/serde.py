@@ -3,7 +3,8 @@
 ONNX is the IR's op vocabulary, so this lives in the core: the interpreter needs it to hand
 nodes to ONNX's reference kernels, the ONNX frontend and exporter wrap it with file handling.
 Loading is lazy about payloads (``ProtoTensor`` / ``ExternalTensor``), and saving reuses a
-loaded ``TensorProto`` instead of re-encoding it.
+loaded ``TensorProto`` instead of re-encoding it.  A model read from bytes is decoded in batches
+(see :mod:`.wire`), so the decoded protobuf never sits whole next to the IR.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .node import Node
 from .tensors import ExternalTensor, ProtoTensor, TensorData
 from .types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
 from .value import Value
+from .wire import Split, WireError, split
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 
@@ -66,6 +68,7 @@ class Deserializer:
     def __init__(self, base_dir: str | None, source: str = "model"):
         self.base_dir, self.source = base_dir, source
         self._types: dict[tuple, TensorType] = {}
+        self._shapes: dict[tuple, tuple] = {}
 
     def tensor_type(self, dtype: DataType, shape: tuple) -> TensorType:
         """Types are immutable: equal ones are shared, which matters on million-node graphs."""
@@ -75,7 +78,8 @@ class Deserializer:
             t = self._types[key] = TensorType(dtype, shape)
         return t
 
-    def tensor(self, tp: onnx.TensorProto, owner: str) -> TensorData:
+    def tensor(self, tp: onnx.TensorProto, owner: str, encoded: tuple[bytes, int, int] | None = None) -> TensorData:
+        """``encoded`` is where ``tp`` sits in the model's bytes, when it was decoded from them."""
         if tp.data_location == _EXTERNAL:
             if self.base_dir is None:
                 raise LoadError(
@@ -98,7 +102,12 @@ class Deserializer:
                                   tuple(tp.dims), owner=f"{self.source}: {owner}")  # fmt: skip
         if tp.data_type == 0 or tp.data_type not in DataType._value2member_map_:
             raise LoadError(f"{self.source}: {owner} has unknown element type {tp.data_type}")
-        return ProtoTensor(tp)
+        shape = tuple(tp.dims)
+        shape = self._shapes.setdefault(shape, shape)
+        if encoded is None:
+            data = tp.SerializeToString()
+            encoded = (data, 0, len(data))
+        return ProtoTensor(*encoded, DataType(tp.data_type), shape)
 
     def sparse(self, sp: onnx.SparseTensorProto, owner: str) -> SparseTensor:
         return SparseTensor(self.tensor(sp.values, owner), self.tensor(sp.indices, owner), sp.dims)
@@ -140,8 +149,16 @@ class Deserializer:
             raise LoadError(f"{self.source}: attribute {ap.name} of {owner} has unknown kind {ap.type}")
         return Attr(ap.name, kind, v, doc_string=ap.doc_string)
 
-    def graph(self, gp: onnx.GraphProto, parent_scope: dict | None = None, inputs: list[str] | None = None) -> Graph:
-        """``inputs`` given (function bodies): plain input names instead of ValueInfoProtos."""
+    def graph(
+        self,
+        gp: onnx.GraphProto,
+        parent_scope: dict | None = None,
+        inputs: list[str] | None = None,
+        batches: _Batches | None = None,
+    ) -> Graph:
+        """``inputs`` given (function bodies): plain input names instead of ValueInfoProtos.
+        ``batches`` given: ``gp`` lacks its nodes, initializers and value infos, which come from it."""
+        batches = batches or _Batches(gp)
         scope: dict[str, Value] = {}
         chain = _ChainScope(scope, parent_scope)
         g = Graph(name=gp.name)
@@ -157,14 +174,14 @@ class Deserializer:
             v = Value(name)
             scope[name] = v
             g.append_input(v)
-        for tp in gp.initializer:
-            payload = self.tensor(tp, f"initializer {tp.name!r}")
+        for tp, encoded in batches.initializers():
+            payload = self.tensor(tp, f"initializer {tp.name!r}", encoded)
             self._add_initializer(g, scope, tp.name, payload)
         for sp in gp.sparse_initializer:
             self._add_initializer(g, scope, sp.values.name, self.sparse(sp, f"sparse initializer {sp.values.name!r}"))
         pending: dict[str, Value] = {}
         append = g.append
-        for np_ in gp.node:
+        for np_ in batches.nodes():
             ins = []
             for name in np_.input:
                 if not name:
@@ -196,7 +213,7 @@ class Deserializer:
             append(node)
         # names still pending are defined nowhere: they stay dangling values, which the
         # verifier reports together with every other problem
-        for vi in gp.value_info:
+        for vi in batches.value_infos():
             v = scope.get(vi.name)
             if v is not None and v.type is None:
                 v.type = type_from_proto(vi.type)
@@ -243,10 +260,14 @@ class Deserializer:
             fn.attribute_defaults[ap.name] = self.attribute(ap, {}, f"function {fp.name}")
         return fn
 
-    def model(self, mp: onnx.ModelProto) -> Model:
-        if not mp.HasField("graph"):
-            raise LoadError(f"{self.source}: the model has no graph")
-        m = Model(self.graph(mp.graph))
+    def model(self, mp: onnx.ModelProto, graph: tuple[onnx.GraphProto, _Batches] | None = None) -> Model:
+        """``graph`` given: ``mp`` lacks its graph, which comes in batches from there."""
+        if graph is None:
+            if not mp.HasField("graph"):
+                raise LoadError(f"{self.source}: the model has no graph")
+            m = Model(self.graph(mp.graph))
+        else:
+            m = Model(self.graph(graph[0], batches=graph[1]))
         m.opset_imports = {_norm_domain(o.domain): o.version for o in mp.opset_import}
         m.ir_version, m.producer_name, m.producer_version = mp.ir_version, mp.producer_name, mp.producer_version
         m.domain, m.model_version, m.doc_string = mp.domain, mp.model_version, mp.doc_string
@@ -254,6 +275,68 @@ class Deserializer:
         for fp in mp.functions:
             m.add_function(self.function(fp))
         return m
+
+
+class _Batches:
+    """The repeated fields of a graph, one decoded batch at a time.
+
+    Over a whole ``GraphProto`` it just iterates its fields.  Over a :class:`~.wire.Split` of the
+    encoded graph it decodes a few thousand entries at a time, so only one batch of protobuf
+    objects is alive at once, and initializers remember where their bytes are."""
+
+    def __init__(self, gp: onnx.GraphProto, buf: bytes | None = None, parts: Split | None = None):
+        self.gp, self.buf, self.parts = gp, buf, parts
+
+    def _decoded(self, field_number: int, field_name: str):
+        view = memoryview(self.buf)
+        for start, stop in self.parts.runs[field_number]:
+            try:
+                batch = onnx.GraphProto.FromString(view[start:stop])
+            except Exception as e:  # DecodeError, or RuntimeError from upb
+                raise WireError(f"a {field_name} entry does not decode ({e})") from None
+            yield from getattr(batch, field_name)
+
+    def nodes(self):
+        return self.gp.node if self.parts is None else self._decoded(1, "node")
+
+    def value_infos(self):
+        return self.gp.value_info if self.parts is None else self._decoded(13, "value_info")
+
+    def initializers(self):
+        if self.parts is None:
+            return ((tp, None) for tp in self.gp.initializer)
+        spans, buf = self.parts.spans[5], self.buf
+        return ((tp, (buf, spans[2 * i], spans[2 * i + 1])) for i, tp in enumerate(self._decoded(5, "initializer")))
+
+
+_MODEL_GRAPH = 7
+_GRAPH_BATCHED = frozenset({1, 5, 13})  # node, initializer, value_info
+
+
+def model_from_bytes(data: bytes, base_dir: str | None = None, source: str = "model", check=None) -> Model:
+    """Decode a serialized ``ModelProto`` batch by batch (peak memory: the bytes plus the IR).
+
+    ``check(shell)`` sees the model's own fields (opset imports, ...) before the graph is read.
+    Raises :class:`WireError` when the bytes are not a well-formed message."""
+    top = split(data, 0, len(data), frozenset({_MODEL_GRAPH}))
+    try:
+        shell = onnx.ModelProto.FromString(bytes(top.rest))
+    except Exception as e:
+        raise WireError(f"the model's fields do not decode ({e})") from None
+    spans = top.spans[_MODEL_GRAPH]
+    if check is not None:
+        check(shell, len(spans) > 0)
+    if len(spans) != 2:  # no graph, or a graph given in several pieces (merged by protobuf)
+        if len(spans) > 2:
+            shell = onnx.ModelProto.FromString(data)
+        return model_from_proto(shell, base_dir, source)
+    parts = split(data, spans[0], spans[1], _GRAPH_BATCHED)
+    try:
+        graph_shell = onnx.GraphProto.FromString(bytes(parts.rest))
+    except Exception as e:
+        raise WireError(f"the graph's fields do not decode ({e})") from None
+    with paused_gc():
+        return Deserializer(base_dir, source).model(shell, (graph_shell, _Batches(graph_shell, data, parts)))
 
 
 class _ChainScope:
@@ -345,7 +428,7 @@ def type_to_proto(t: Type | None, tp: onnx.TypeProto) -> None:
 def tensor_to_proto(t: TensorData, name: str, out: onnx.TensorProto) -> None:
     """Write ``t`` inline into ``out`` (re-using the loaded proto when there is one)."""
     if isinstance(t, ProtoTensor):
-        out.CopyFrom(t.proto)
+        out.ParseFromString(t.encoded())
         out.name = name
         return
     if isinstance(t, SparseTensor):

@@ -81,21 +81,30 @@ def _to_bytes(s: object) -> bytes:
 
 
 class ProtoTensor:
-    """A payload still held in the ``TensorProto`` it was loaded from; decoded on first use."""
+    """A payload still encoded as a ``TensorProto`` (usually a slice of the model file's bytes),
+    decoded on first use.  Holding bytes rather than a decoded message lets the loader free each
+    batch of decoded protos, and lets the exporter write an unchanged tensor back verbatim."""
 
-    __slots__ = ("_array", "proto")
+    __slots__ = ("_array", "_buf", "_start", "_stop", "dtype", "shape")
 
-    def __init__(self, proto: onnx.TensorProto):
-        self.proto = proto
+    def __init__(self, buf: bytes, start: int, stop: int, dtype: DataType, shape: tuple[int, ...]):
+        self._buf, self._start, self._stop = buf, start, stop
+        self.dtype, self.shape = dtype, shape
         self._array: np.ndarray | None = None
 
-    @property
-    def dtype(self) -> DataType:
-        return DataType(self.proto.data_type)
+    @classmethod
+    def from_proto(cls, proto: onnx.TensorProto) -> ProtoTensor:
+        data = proto.SerializeToString()
+        return cls(data, 0, len(data), DataType(proto.data_type), tuple(proto.dims))
+
+    def encoded(self) -> memoryview:
+        """The serialized ``TensorProto`` (its name is the one it was loaded with)."""
+        return memoryview(self._buf)[self._start : self._stop]
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.proto.dims)
+    def proto(self) -> onnx.TensorProto:
+        """A freshly decoded copy: changing it does not change this payload."""
+        return onnx.TensorProto.FromString(self.encoded())
 
     def numpy(self) -> np.ndarray:
         if self._array is None:

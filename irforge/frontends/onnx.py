@@ -14,7 +14,8 @@ from google.protobuf.message import DecodeError
 
 from ..core_ir.errors import LoadError
 from ..core_ir.model import Model
-from ..core_ir.serde import model_from_proto
+from ..core_ir.serde import model_from_bytes, model_from_proto
+from ..core_ir.wire import WireError
 
 MIN_OPSET = 13
 """Models of the ONNX domain below this opset are converted up to it on import."""
@@ -36,7 +37,7 @@ def load(source: Source, *, upgrade: bool = True) -> Model:
         proto.CopyFrom(source)  # the caller's proto stays untouched and unshared
         return from_proto(proto, None, "<ModelProto>", upgrade=upgrade)
     if isinstance(source, bytes | bytearray | memoryview):
-        return from_proto(_parse(bytes(source), "<bytes>"), None, "<bytes>", upgrade=upgrade)
+        return from_bytes(bytes(source), None, "<bytes>", upgrade=upgrade)
     path = os.fspath(source)
     if not os.path.exists(path):
         raise LoadError(f"{path}: no such file")
@@ -48,31 +49,64 @@ def load(source: Source, *, upgrade: bool = True) -> Model:
     except OSError as e:
         raise LoadError(f"{path}: cannot read: {e.strerror}") from None
     base_dir = os.path.dirname(os.path.abspath(path))
-    return from_proto(_parse(data, path), base_dir, path, upgrade=upgrade)
+    return from_bytes(data, base_dir, path, upgrade=upgrade)
+
+
+def from_bytes(data: bytes, base_dir: str | None, source: str = "<bytes>", *, upgrade: bool = True) -> Model:
+    """Decode a serialized model in batches; old opsets take the whole-proto path to be converted."""
+    if not data:
+        raise LoadError(f"{source}: the file is empty")
+
+    def check(shell: onnx.ModelProto, has_graph: bool) -> None:
+        if not has_graph and not shell.opset_import:
+            raise LoadError(f"{source}: not an ONNX model (no graph and no opset imports)")
+        version = _onnx_opset(shell)
+        _check_not_newer(version, source)
+        if upgrade and version is not None and version < MIN_OPSET:
+            raise _NeedsUpgrade
+
+    try:
+        return model_from_bytes(data, base_dir, source, check)
+    except _NeedsUpgrade:
+        return from_proto(_parse(data, source), base_dir, source, upgrade=upgrade)
+    except WireError as e:
+        raise _not_onnx(source, e) from None
+
+
+class _NeedsUpgrade(Exception):
+    pass
+
+
+def _not_onnx(source: str, e: Exception) -> LoadError:
+    return LoadError(f"{source}: not a valid ONNX model (protobuf decoding failed: {e}); "
+                     "the file may be truncated or not an ONNX file")  # fmt: skip
 
 
 def _parse(data: bytes, source: str) -> onnx.ModelProto:
     proto = onnx.ModelProto()
-    if not data:
-        raise LoadError(f"{source}: the file is empty")
     try:
         proto.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise LoadError(f"{source}: not a valid ONNX model (protobuf decoding failed: {e}); "
-                        "the file may be truncated or not an ONNX file") from None  # fmt: skip
-    if not proto.HasField("graph") and not proto.opset_import:
-        raise LoadError(f"{source}: not an ONNX model (no graph and no opset imports)")
+        raise _not_onnx(source, e) from None
     return proto
+
+
+def _onnx_opset(proto: onnx.ModelProto) -> int | None:
+    return next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _check_not_newer(version: int | None, source: str) -> None:
+    if version is not None and version > max_opset():
+        raise LoadError(f"{source}: opset {version} is newer than this onnx package supports "
+                        f"({max_opset()}); upgrade onnx")  # fmt: skip
 
 
 def from_proto(
     proto: onnx.ModelProto, base_dir: str | None, source: str = "<ModelProto>", *, upgrade: bool = True
 ) -> Model:
     """Convert a proto this module owns (it may be upgraded in place) into a :class:`Model`."""
-    version = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    if version is not None and version > max_opset():
-        raise LoadError(f"{source}: opset {version} is newer than this onnx package supports "
-                        f"({max_opset()}); upgrade onnx")  # fmt: skip
+    version = _onnx_opset(proto)
+    _check_not_newer(version, source)
     if upgrade and version is not None and version < MIN_OPSET:
         proto = _upgrade(proto, version, source)
     return model_from_proto(proto, base_dir, source)

@@ -5,6 +5,7 @@ Cheap enough to run after every pass (one linear walk; schema facts are cached p
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -98,7 +99,7 @@ class _Verifier:
         # op_type (ONNX domain) or (op_type, domain) -> what to check such nodes against
         self.schemas: dict[str | tuple[str, str], _Schema | str | None] = {}
         self.graphs: list[Graph] = []
-        self.slots = self.registered = 0
+        self.slots = self.registered = self.named = 0
 
     def add(self, rule: str, msg: str, node: Node | None = None, value: Value | None = None) -> None:
         self.problems.append(Problem(
@@ -106,32 +107,27 @@ class _Verifier:
             value.name if value is not None else None,
         ))  # fmt: skip
 
-    def define(self, v: Value, node: Node | None = None) -> None:
-        if v.name is None:
-            return
-        other = self.names.get(v.name)
-        if other is not None and other is not v:
-            self.add("ssa", f"the name %{v.name} is defined twice", node, v)
-        self.names[v.name] = v
-
     def graph(self, g: Graph, visible: set[Value], what: str = "graph") -> None:
         """One walk over the nodes; the common case (everything fine) takes the shortest path."""
         self.graphs.append(g)
         defined = set(visible)
-        for v in g.inputs:
-            self.define(v)
-            defined.add(v)
+        names, schemas, order_bad = self.names, self.schemas, False
+        registered = slots = named = 0
+        add_defined = defined.add
+        for v in itertools.chain(g._inputs, g._initializers.values()):
+            if v in defined:
+                continue  # an initializer that is also an input
+            add_defined(v)
+            name = v.name
+            if name is not None:
+                names[name] = v
+                named += 1
+            u = v._uses
+            if u:
+                registered += len(u) >> 1 if type(u) is list else len(u)
         for v in g._initializers.values():
-            if v not in g._input_set:
-                self.define(v)
-            defined.add(v)
             if v.const_value is None:
                 self.add("initializer", "initializer has no payload", value=v)
-        for v in defined - visible:
-            self.registered += _num_uses(v._uses)
-        names, schemas, order_bad = self.names, self.schemas, False
-        registered = slots = 0
-        add_defined = defined.add
         for n in g:
             key = n.op_type if not n.domain else (n.op_type, n.domain)
             schema = schemas.get(key, _MISSING)
@@ -153,56 +149,81 @@ class _Verifier:
                     if len(ins) > len(params) and schema.variadic_in:
                         params = params + [params[-1]] * (len(ins) - len(params))
                     nparams = len(params)
-                    bound: dict[str, int] = {}
-            for i, v in enumerate(ins):
+                    bound: dict[str, int] | None = None
+            i = -1
+            for v in ins:
+                i += 1
                 if v is None:
                     if params is not None and i < nparams and params[i][2] != _OPTIONAL:
                         self.add("schema", f"required input {i} ({params[i][3]}) is missing", n)
                     continue
-                if v not in defined:
-                    order_bad |= self.undefined_input(g, n, i, v)
-                else:
+                if v in defined:
                     slots += 1
+                else:
+                    order_bad |= self.undefined_input(g, n, i, v)
                 u = v._uses
-                if not (type(u) is list and len(u) == 2 and u[0] is n and u[1] == i) and not v.is_used_by(n, i):
+                if type(u) is list and ((u[0] is n and u[1] == i) or (len(u) > 2 and u[2] is n and u[3] == i)):
+                    pass  # the usual one or two readers, checked inline
+                elif not v.is_used_by(n, i):
                     self.add("use-list", f"input {i} %{v.name} does not list this node as a use", n, v)
                 if params is not None and i < nparams:
                     t = v.type
                     if t.__class__ is TensorType:
-                        var, allowed = params[i][0], params[i][1]
+                        p = params[i]
                         dt = t.dtype
-                        if allowed is not None and dt not in allowed:
-                            self.type_problem(n, v, params[i], f"input {i}", None)
-                        if var is not None:
-                            prev = bound.setdefault(var, dt)
-                            if prev != dt:
-                                self.type_problem(n, v, params[i], f"input {i}", prev)
+                        if p[1] is not None and dt not in p[1]:
+                            self.type_problem(n, v, p, f"input {i}", None)
+                        if p[0] is not None:
+                            if bound is None:
+                                bound = {p[0]: dt}
+                            else:
+                                prev = bound.setdefault(p[0], dt)
+                                if prev != dt:
+                                    self.type_problem(n, v, p, f"input {i}", prev)
             if n._attrs:
                 for a in n._attrs.values():
                     for sub in a.graphs:
                         self.graph(sub, defined, f"subgraph {a.name}")
-            for j, o in enumerate(n._outputs):
+            j = -1
+            for o in n._outputs:
+                j += 1
                 if o is None:
                     continue
                 if o._producer is not n:
                     self.add("use-list", f"output %{o.name} does not name this node as its producer", n, o)
                 name = o.name
-                if name is not None and names.setdefault(name, o) is not o:
-                    self.add("ssa", f"the name %{name} is defined twice", n, o)
+                if name is not None:
                     names[name] = o
+                    named += 1
                 add_defined(o)
                 u = o._uses
                 if u:
                     registered += len(u) >> 1 if type(u) is list else len(u)
                 if params is not None and o.type.__class__ is TensorType:
+                    if bound is None:
+                        bound = {}
                     self.check_output_type(n, j, o, schema, bound)
         self.slots += slots
+        self.named += named
         self.registered += registered
         if order_bad:
             self.cycles(g)
         for i, v in enumerate(g.outputs):
             if v not in defined:
                 self.add("ssa", f"{what} output {i} %{v.name} is not defined", value=v)
+
+    def check_unique_names(self) -> None:
+        """Names are counted on the fast path; only when two values share one is it found here."""
+        if len(self.names) == self.named:
+            return
+        seen: dict[str, Value] = {}
+        for g in self.graphs:
+            defs = [(None, v) for v in itertools.chain(g._inputs, g._initializers.values())]
+            defs += [(n, o) for n in g for o in n._outputs if o is not None]
+            for n, v in defs:
+                if v.name is not None and seen.setdefault(v.name, v) is not v:
+                    self.add("ssa", f"the name %{v.name} is defined twice", n, v)
+                    seen[v.name] = v
 
     def undefined_input(self, g: Graph, n: Node, i: int, v: Value) -> bool:
         """Report an input not (yet) defined; True when it is defined later (an order problem)."""
@@ -310,17 +331,12 @@ class _Verifier:
                              f"{DataType(bound_to).name}", n, v)  # fmt: skip
 
 
-def _num_uses(u) -> int:
-    if not u:
-        return 0
-    return len(u) >> 1 if type(u) is list else len(u)
-
-
 def _collect(g: Graph, opsets, functions, kernels, subject) -> list[Problem]:
     ver = _Verifier(opsets, functions, kernels)
     with paused_gc():
         ver.graph(g, set())
         ver.check_use_counts()
+        ver.check_unique_names()
     return ver.problems
 
 

@@ -12,7 +12,7 @@ from .graph import Graph
 from .model import Function, Model
 from .node import Node
 from .tensors import NumpyTensor, TensorData
-from .text_lexer import Token, tokenize, unquote
+from .text_lexer import Lexer, Token, unquote
 from .types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
 from .value import Value
 
@@ -44,13 +44,26 @@ class _Scope:
 class Parser:
     def __init__(self, text: str, source: str = "<text>"):
         self.source = source
-        self.toks = list(tokenize(text, source))
-        self.i = 0
+        # tokens are read as they are needed (never more than two ahead): a million-node
+        # text would otherwise hold gigabytes of tokens
+        self._lexer = Lexer(text, source)
+        self._ahead: Token | None = None
+        self._tokens = self._lexer.tokens
+        self.tok: Token = next(self._tokens)
 
     # -- token helpers ---------------------------------------------------------------------
-    @property
-    def tok(self) -> Token:
-        return self.toks[self.i]
+    def advance(self) -> None:
+        ahead = self._ahead
+        if ahead is None:
+            self.tok = next(self._tokens)  # past the end it keeps giving "eof"
+        else:
+            self.tok, self._ahead = ahead, None
+
+    def peek(self) -> Token:
+        """The token after the current one."""
+        if self._ahead is None:
+            self._ahead = next(self._tokens)
+        return self._ahead
 
     def error(self, msg: str, tok: Token | None = None) -> ParseError:
         tok = tok or self.tok
@@ -58,8 +71,8 @@ class Parser:
         return ParseError(f"{msg} (found {found!r})", tok.line, tok.col, self.source)
 
     def next(self) -> Token:
-        t = self.toks[self.i]
-        self.i += 1
+        t = self.tok
+        self.advance()
         return t
 
     def at(self, text: str) -> bool:
@@ -68,7 +81,7 @@ class Parser:
 
     def accept(self, text: str) -> bool:
         if self.at(text):
-            self.i += 1
+            self.advance()
             return True
         return False
 
@@ -300,10 +313,10 @@ class Parser:
     def op_name(self) -> str:
         t = self.tok
         if t.kind == "ident":
-            self.i += 1
+            self.advance()
             return t.text
         if t.kind == "string":
-            self.i += 1
+            self.advance()
             return unquote(t.text)
         raise self.error("expected an op name")
 
@@ -312,7 +325,7 @@ class Parser:
         t = self.tok
         if t.kind not in ("ident", "string"):
             raise self.error("expected an attribute name")
-        self.i += 1
+        self.advance()
         name = unquote(t.text) if t.kind == "string" else t.text
         self.expect("=")
         if self.tok.kind == "symbol":
@@ -330,18 +343,19 @@ class Parser:
     def attr_value(self, scope: _Scope | None) -> tuple[AttrKind, object]:
         t = self.tok
         if t.kind == "number":
-            self.i += 1
+            self.advance()
             if _is_int(t.text):
                 return AttrKind.INT, int(t.text)
             return AttrKind.FLOAT, float(np.float32(t.text))
         if t.kind == "string":
-            self.i += 1
+            self.advance()
             return AttrKind.STRING, unquote(t.text)
         if t.kind != "ident":
             raise self.error("expected an attribute value")
-        if t.text in _LIST_ATTRS and self.toks[self.i + 1].text == "[":
+        if t.text in _LIST_ATTRS and self.peek().text == "[":
             kind = _LIST_ATTRS[t.text]
-            self.i += 2
+            self.advance()
+            self.advance()
             items: list = []
             if not self.at("]"):
                 while True:
@@ -357,7 +371,7 @@ class Parser:
         if t.text == "graph":
             return AttrKind.GRAPH, self.graph(scope)
         if t.text == "type":
-            self.i += 1
+            self.advance()
             self.expect("<")
             ty = self.type_()
             self.expect(">")
@@ -389,8 +403,9 @@ class Parser:
         if self.accept("?"):
             return None
         t = self.tok
-        if t.kind == "ident" and t.text in ("seq", "opt", "map", "sparse") and self.toks[self.i + 1].text == "<":
-            self.i += 2
+        if t.kind == "ident" and t.text in ("seq", "opt", "map", "sparse") and self.peek().text == "<":
+            self.advance()
+            self.advance()
             if t.text == "map":
                 key = self.dtype()
                 self.expect(",")
@@ -470,6 +485,24 @@ class Parser:
             except ValueError as e:
                 raise self.error(f"bad tensor data: {e}") from None
             return NumpyTensor(array, dt)
+        if self.at("[") and self._ahead is None and (numbers := self._lexer.number_list()) is not None:
+            self.advance()  # past the "]" the lexer consumed
+            items: list = numbers
+        else:
+            items = self.elements()
+        count = int(np.prod(shape)) if shape else 1
+        if len(items) != count:
+            raise self.error(f"tensor of shape {list(shape)} needs {count} elements, got {len(items)}", t)
+        if dt == DataType.STRING:
+            array = np.array(items, dtype=object).reshape(shape)
+        elif dt == DataType.BOOL:
+            array = np.array(items, dtype=bool).reshape(shape)
+        else:
+            array = _numbers(items, dt, npdt).reshape(shape)
+        return NumpyTensor(array, dt)
+
+    def elements(self) -> list:
+        """``[e, e, ...]`` of a tensor literal, one token at a time (strings, booleans, numbers)."""
         self.expect("[")
         items: list = []
         if not self.at("]"):
@@ -486,16 +519,7 @@ class Parser:
                 if not self.accept(","):
                     break
         self.expect("]")
-        count = int(np.prod(shape)) if shape else 1
-        if len(items) != count:
-            raise self.error(f"tensor of shape {list(shape)} needs {count} elements, got {len(items)}", t)
-        if dt == DataType.STRING:
-            array = np.array(items, dtype=object).reshape(shape)
-        elif dt == DataType.BOOL:
-            array = np.array(items, dtype=bool).reshape(shape)
-        else:
-            array = _numbers(items, dt, npdt).reshape(shape)
-        return NumpyTensor(array, dt)
+        return items
 
     # -- `with {...}` dictionaries ---------------------------------------------------------
     def with_dict(self) -> dict:

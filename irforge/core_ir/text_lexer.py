@@ -62,18 +62,60 @@ class Token:
         return f"{self.kind}:{self.text!r}@{self.line}:{self.col}"
 
 
-def tokenize(text: str, source: str = "<text>") -> Iterator[Token]:
-    pos, line, line_start, n = 0, 1, 0, len(text)
-    match = TOKEN_RE.match
-    while pos < n:
-        m = match(text, pos)
+_NUMBER = r"[-+]?(?:inf|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![A-Za-z0-9_])"
+_NUMBER_LIST = re.compile(rf"[ \t]*((?:{_NUMBER}(?:[ \t]*,[ \t]*{_NUMBER})*)?)[ \t]*\]")
+
+
+class Lexer:
+    """Tokens one at a time (the parser never holds more than two), plus a fast path for the
+    long number lists of tensor literals, which would otherwise be two tokens per element."""
+
+    def __init__(self, text: str, source: str = "<text>"):
+        self.text, self.source = text, source
+        self.pos, self.line, self.line_start = 0, 1, 0
+
+        self.tokens: Iterator[Token] = self._scan()
+        """The tokens in order; after the last one it keeps giving an ``eof`` token."""
+
+    def _scan(self) -> Iterator[Token]:
+        text, match, n = self.text, TOKEN_RE.match, len(self.text)
+        while True:
+            pos = self.pos  # re-read: number_list may have moved it
+            while pos < n:
+                m = match(text, pos)
+                if m is None:
+                    self.pos = pos
+                    raise ParseError(f"unexpected character {text[pos]!r}", self.line, pos - self.line_start + 1,
+                                     self.source)  # fmt: skip
+                kind = m.lastgroup
+                end = m.end()
+                if kind == "nl":
+                    self.line += 1
+                    self.line_start = end
+                elif kind != "ws":
+                    self.pos = end
+                    yield Token(kind, m.group(), self.line, pos - self.line_start + 1)  # type: ignore[arg-type]
+                    break
+                pos = end
+            else:
+                self.pos = pos
+                eof = Token("eof", "", self.line, pos - self.line_start + 1)
+                while True:
+                    yield eof
+
+    def number_list(self) -> list[str] | None:
+        """Just after a ``[``: the numbers up to the closing ``]`` when that is all there is on
+        this line (``None`` otherwise, and nothing is consumed)."""
+        m = _NUMBER_LIST.match(self.text, self.pos)
         if m is None:
-            raise ParseError(f"unexpected character {text[pos]!r}", line, pos - line_start + 1, source)
-        kind = m.lastgroup
-        if kind == "nl":
-            line += 1
-            line_start = m.end()
-        elif kind != "ws":
-            yield Token(kind, m.group(), line, pos - line_start + 1)  # type: ignore[arg-type]
-        pos = m.end()
-    yield Token("eof", "", line, pos - line_start + 1)
+            return None
+        self.pos = m.end()
+        body = m.group(1)
+        return [x.strip() for x in body.split(",")] if body else []
+
+
+def tokenize(text: str, source: str = "<text>") -> Iterator[Token]:
+    for tok in Lexer(text, source).tokens:
+        yield tok
+        if tok.kind == "eof":
+            return

@@ -89,6 +89,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--kinds", nargs="+", default=["chain", "ladder"])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats-large", type=int, default=None, help="runs per step at 1M nodes and more")
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import onnx
@@ -104,7 +105,8 @@ def main() -> None:
                 for tool, steps in STEPS.items():
                     for step in steps:
                         runs = []
-                        for _ in range(args.repeats):
+                        large = size >= 1_000_000 and args.repeats_large is not None
+                        for _ in range(args.repeats_large if large else args.repeats):
                             runs.append(measure(tool, step, path, os.path.join(tmp, "out.onnx")))
                             time.sleep(0.5)
                         row = {

@@ -1,0 +1,72 @@
+"""The ``irforge`` command as a user runs it: print, verify, optimize, through a real subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+
+import irforge
+from irforge.core_ir import interpret, models_equal, parse, print_model
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "small_cnn.onnx")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "irforge.cli", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_print_full_parses_back_to_the_loaded_model():
+    proc = _cli("print", "--full", EXAMPLE)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == print_model(irforge.load(EXAMPLE))
+    assert models_equal(parse(proc.stdout), irforge.load(EXAMPLE)) is None
+
+
+def test_print_elides_large_constants_by_default_and_on_request():
+    default = _cli("print", EXAMPLE).stdout
+    assert "elided<" in default and "graph @" in default
+    none_elided = _cli("print", "--elide", "1000000000", EXAMPLE).stdout
+    assert "elided<" not in none_elided
+    everything = _cli("print", "--elide", "0", EXAMPLE).stdout
+    assert everything.count("elided<") > default.count("elided<")
+
+
+def test_print_to_a_file_leaves_the_model_untouched(tmp_path):
+    before = _digest(EXAMPLE)
+    out = tmp_path / "model.txt"
+    proc = _cli("print", "--full", EXAMPLE, "-o", str(out))
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert models_equal(parse(out.read_text(encoding="utf-8")), irforge.load(EXAMPLE)) is None
+    assert _digest(EXAMPLE) == before
+
+
+def test_print_of_a_bad_file_is_one_error_line(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x0a\xff\xff\xff")
+    proc = _cli("print", str(bad))
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("irforge: error:") and str(bad) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_optimize_O0_keeps_the_numbers(tmp_path):
+    out = tmp_path / "out.onnx"
+    proc = _cli("optimize", EXAMPLE, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    onnx.checker.check_model(str(out), full_check=True)
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    before, after = irforge.load(EXAMPLE), irforge.load(out)
+    (want,), (got,) = interpret(before, [x]), interpret(after, [x])
+    np.testing.assert_array_equal(want, got)

@@ -1,0 +1,70 @@
+"""The public API is a promise to plugin authors and scripts: this pins it.
+
+Adding a name means adding it here too (a deliberate act); removing or renaming one breaks
+users and must not happen by accident.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import irforge
+import irforge.core_ir
+
+TOP_LEVEL = {
+    "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "from_onnx",
+    "interpret", "load", "parse", "save", "to_onnx", "verify",
+}  # fmt: skip
+
+CORE_IR = {
+    "Attr", "AttrKind", "Builder", "DataType", "Dim", "ExportError", "ExternalDataError",
+    "ExternalTensor", "Function", "Graph", "IRError", "InterpreterError", "IrforgeError",
+    "LoadError", "MapType", "MissingExtraError", "Model", "NameGenerator", "Node", "NumpyTensor",
+    "OptionalType", "ParseError", "Problem", "ProtoTensor", "SequenceType", "Shape",
+    "SparseTensor", "SparseTensorType", "TensorData", "TensorType", "Type", "Value",
+    "VerificationError", "clone_graph", "clone_model", "graphs_equal", "infer_attr",
+    "interpret", "models_equal", "parse", "parse_graph", "parse_model", "print_graph",
+    "print_model", "register_kernel", "structural_diff", "verify", "verify_model",
+}  # fmt: skip
+
+GRAPH_METHODS = {
+    "append", "insert_before", "insert_after", "remove", "sort", "all_graphs", "all_nodes", "values",
+    "inputs", "outputs", "initializers", "append_input", "add_initializer", "set_outputs",
+}  # fmt: skip
+NODE_METHODS = {"set_input", "set_inputs", "append_input", "replace_input_with", "attributes", "inputs", "outputs"}
+VALUE_METHODS = {"uses", "producer", "replace_all_uses_with", "is_graph_output", "is_used_by"}
+
+
+def test_exported_names_are_pinned():
+    assert set(irforge.__all__) == TOP_LEVEL
+    assert set(irforge.core_ir.__all__) == CORE_IR
+    for name in TOP_LEVEL:
+        assert hasattr(irforge, name), name
+    for name in CORE_IR:
+        assert hasattr(irforge.core_ir, name), name
+
+
+def test_ir_classes_keep_their_mutation_api():
+    for cls, names in ((irforge.Graph, GRAPH_METHODS), (irforge.Node, NODE_METHODS), (irforge.Value, VALUE_METHODS)):
+        missing = {n for n in names if not hasattr(cls, n)}
+        assert not missing, f"{cls.__name__} lost {sorted(missing)}"
+
+
+def test_entry_point_signatures():
+    assert list(inspect.signature(irforge.load).parameters) == ["path", "kwargs"]
+    assert list(inspect.signature(irforge.save).parameters) == ["model", "path", "kwargs"]
+    assert list(inspect.signature(irforge.interpret).parameters)[:2] == ["graph", "inputs"]
+    assert issubclass(irforge.core_ir.LoadError, irforge.IrforgeError)
+    assert issubclass(irforge.core_ir.VerificationError, irforge.IrforgeError)
+
+
+def test_import_irforge_does_not_load_heavy_toolchains():
+    code = (
+        "import sys, irforge, irforge.core_ir; "
+        "heavy = [m for m in ('torch', 'jax', 'tvm', 'onnxruntime', 'onnx.reference', 'networkx') if m in sys.modules]; "
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -117,16 +117,17 @@ def save(
                                   "its weights from; save under another name")  # fmt: skip
         writer = _ExternalWriter(folder, location, size_threshold)
         try:
-            mp = Serializer(writer).model(model)
+            head, graph = Serializer(writer).model_parts(model)
         finally:
             writer.finish()
     else:
-        mp = Serializer().model(model)
-    if mp.ByteSize() > PROTO_LIMIT:
+        head, graph = Serializer().model_parts(model)
+    if len(head) + len(graph) > PROTO_LIMIT:
         raise ExportError(f"{path}: the model is over 2 GiB even with external data; lower size_threshold")
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(mp.SerializeToString())
+        f.write(head)
+        f.write(graph)
     os.replace(tmp, path)
 
 

@@ -26,7 +26,7 @@ from .node import Node
 from .tensors import ExternalTensor, ProtoTensor, TensorData
 from .types import MapType, OptionalType, SequenceType, SparseTensorType, TensorType, Type
 from .value import Value
-from .wire import Split, WireError, split
+from .wire import Split, WireError, encode_varint, split, tag
 
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 
@@ -590,7 +590,51 @@ class Serializer:
         for k, val in fn.metadata.items():
             fp.metadata_props.add(key=k, value=val)
 
-    def model(self, m: Model) -> onnx.ModelProto:
+    def graph_bytes(self, g: Graph) -> bytearray:
+        """The encoded ``GraphProto`` of ``g``, built one node at a time: no whole-graph proto
+        is ever alive next to the IR (the peak is the IR plus the bytes)."""
+        out = bytearray()
+        shell = onnx.GraphProto()
+        shell.name = g.name
+        if g.doc_string:
+            shell.doc_string = g.doc_string
+        for k, val in g.metadata.items():
+            shell.metadata_props.add(key=k, value=val)
+        for v in g._inputs:
+            self.value_info(v, shell.input.add())
+        for v in g._outputs:
+            self.value_info(v, shell.output.add())
+        for name, v in g._initializers.items():
+            if isinstance(v.const_value, SparseTensor):
+                self.sparse(v.const_value, shell.sparse_initializer.add(), name)
+            else:
+                tp = onnx.TensorProto()
+                self.write_tensor(v.const_value, name, tp)
+                _append_field(out, _GRAPH_INITIALIZER, tp.SerializeToString())
+        for n in g:
+            np_ = onnx.NodeProto()
+            self.node(n, np_)
+            _append_field(out, _GRAPH_NODE, np_.SerializeToString())
+        if self.emit_value_info:
+            outputs = set(g._outputs)
+            for n in g:
+                for o in n._outputs:
+                    if o is not None and o.type is not None and o not in outputs:
+                        vi = onnx.ValueInfoProto()
+                        self.value_info(o, vi)
+                        _append_field(out, _GRAPH_VALUE_INFO, vi.SerializeToString())
+        out += shell.SerializeToString()
+        return out
+
+    def model_parts(self, m: Model) -> tuple[bytes, bytearray]:
+        """The model encoded as (every field but the graph, the graph field): written one after
+        the other they are the serialized ``ModelProto``."""
+        mp = self.model(m, with_graph=False)
+        graph = self.graph_bytes(m.graph)
+        head = mp.SerializeToString() + tag(_MODEL_GRAPH) + encode_varint(len(graph))
+        return head, graph
+
+    def model(self, m: Model, with_graph: bool = True) -> onnx.ModelProto:
         mp = onnx.ModelProto()
         mp.ir_version = m.ir_version
         for field in ("producer_name", "producer_version", "domain", "doc_string"):
@@ -605,10 +649,20 @@ class Serializer:
         self.reserve(m.graph)
         for fn in m.functions.values():
             self.reserve(fn.graph)
-        self.graph(m.graph, mp.graph)
+        if with_graph:
+            self.graph(m.graph, mp.graph)
         for fn in m.functions.values():
             self.function(fn, mp.functions.add())
         return mp
+
+
+_GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_VALUE_INFO = (tag(f) for f in (1, 5, 13))
+
+
+def _append_field(out: bytearray, key: bytes, payload: bytes) -> None:
+    out += key
+    out += encode_varint(len(payload))
+    out += payload
 
 
 def model_to_proto(m: Model) -> onnx.ModelProto:

@@ -544,7 +544,8 @@ class Serializer:
             for k, val in v.metadata.items():
                 vi.metadata_props.add(key=k, value=val)
 
-    def graph(self, g: Graph, gp: onnx.GraphProto, function: bool = False) -> None:
+    def _graph_fields(self, g: Graph, gp: onnx.GraphProto) -> None:
+        """Name, doc string, metadata and inputs: what both graph writers share."""
         gp.name = g.name
         if g.doc_string:
             gp.doc_string = g.doc_string
@@ -552,6 +553,9 @@ class Serializer:
             gp.metadata_props.add(key=k, value=val)
         for v in g._inputs:
             self.value_info(v, gp.input.add())
+
+    def graph(self, g: Graph, gp: onnx.GraphProto, function: bool = False) -> None:
+        self._graph_fields(g, gp)
         for name, v in g._initializers.items():
             if isinstance(v.const_value, SparseTensor):
                 self.sparse(v.const_value, gp.sparse_initializer.add(), name)
@@ -563,11 +567,8 @@ class Serializer:
         for v in g._outputs:
             self.value_info(v, gp.output.add())
         if self.emit_value_info and not function:
-            outputs = set(g._outputs)
-            for n in g:
-                for o in n._outputs:
-                    if o is not None and o.type is not None and o not in outputs:
-                        self.value_info(o, gp.value_info.add())
+            for o in _typed_intermediates(g):
+                self.value_info(o, gp.value_info.add())
 
     def function(self, fn: Function, fp: onnx.FunctionProto) -> None:
         g = fn.graph
@@ -595,13 +596,7 @@ class Serializer:
         is ever alive next to the IR (the peak is the IR plus the bytes)."""
         out = bytearray()
         shell = onnx.GraphProto()
-        shell.name = g.name
-        if g.doc_string:
-            shell.doc_string = g.doc_string
-        for k, val in g.metadata.items():
-            shell.metadata_props.add(key=k, value=val)
-        for v in g._inputs:
-            self.value_info(v, shell.input.add())
+        self._graph_fields(g, shell)
         for v in g._outputs:
             self.value_info(v, shell.output.add())
         for name, v in g._initializers.items():
@@ -616,13 +611,10 @@ class Serializer:
             self.node(n, np_)
             _append_field(out, _GRAPH_NODE, np_.SerializeToString())
         if self.emit_value_info:
-            outputs = set(g._outputs)
-            for n in g:
-                for o in n._outputs:
-                    if o is not None and o.type is not None and o not in outputs:
-                        vi = onnx.ValueInfoProto()
-                        self.value_info(o, vi)
-                        _append_field(out, _GRAPH_VALUE_INFO, vi.SerializeToString())
+            for o in _typed_intermediates(g):
+                vi = onnx.ValueInfoProto()
+                self.value_info(o, vi)
+                _append_field(out, _GRAPH_VALUE_INFO, vi.SerializeToString())
         out += shell.SerializeToString()
         return out
 
@@ -657,6 +649,15 @@ class Serializer:
 
 
 _GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_VALUE_INFO = (tag(f) for f in (1, 5, 13))
+
+
+def _typed_intermediates(g: Graph):
+    """Node results with a known type that are not graph outputs: the graph's value infos."""
+    outputs = set(g._outputs)
+    for n in g:
+        for o in n._outputs:
+            if o is not None and o.type is not None and o not in outputs:
+                yield o
 
 
 def _append_field(out: bytearray, key: bytes, payload: bytes) -> None:

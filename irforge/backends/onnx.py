@@ -117,17 +117,16 @@ def save(
                                   "its weights from; save under another name")  # fmt: skip
         writer = _ExternalWriter(folder, location, size_threshold)
         try:
-            head, graph = Serializer(writer).model_parts(model)
+            parts = Serializer(writer).model_parts(model)
         finally:
             writer.finish()
     else:
-        head, graph = Serializer().model_parts(model)
-    if len(head) + len(graph) > PROTO_LIMIT:
+        parts = Serializer().model_parts(model)
+    if sum(len(p) for p in parts) > PROTO_LIMIT:
         raise ExportError(f"{path}: the model is over 2 GiB even with external data; lower size_threshold")
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(head)
-        f.write(graph)
+        f.writelines(parts)
     os.replace(tmp, path)
 
 

@@ -450,6 +450,7 @@ class Serializer:
         self.emit_value_info = value_info
         self._names: dict[Value, str] = {}
         self._taken: set[str] = set()
+        self._unscanned: list[Graph] = []
         self._counter = 0
 
     def name(self, v: Value) -> str:
@@ -457,6 +458,9 @@ class Serializer:
             return v.name
         n = self._names.get(v)
         if n is None:
+            for g in self._unscanned:
+                self._taken.update(u.name for gg in g.all_graphs() for u in gg.values() if u.name)
+            self._unscanned.clear()
             while True:
                 self._counter += 1
                 n = f"_irforge_{self._counter}"
@@ -466,7 +470,10 @@ class Serializer:
         return n
 
     def reserve(self, g: Graph) -> None:
-        self._taken.update(v.name for gg in g.all_graphs() for v in gg.values() if v.name)
+        """Keep the names of ``g`` out of the fresh ones.  The name set is built only when the
+        first unnamed value needs a name: a loaded model has none, and its set of a million
+        names would cost more memory than the bytes being written."""
+        self._unscanned.append(g)
 
     def attribute(self, a: Attr, ap: onnx.AttributeProto) -> None:
         ap.name = a.name
@@ -591,10 +598,11 @@ class Serializer:
         for k, val in fn.metadata.items():
             fp.metadata_props.add(key=k, value=val)
 
-    def graph_bytes(self, g: Graph) -> bytearray:
-        """The encoded ``GraphProto`` of ``g``, built one node at a time: no whole-graph proto
-        is ever alive next to the IR (the peak is the IR plus the bytes)."""
-        out = bytearray()
+    def graph_bytes(self, g: Graph) -> list[bytearray]:
+        """The encoded ``GraphProto`` of ``g`` in chunks, built one node at a time: no whole-graph
+        proto is ever alive next to the IR, and chunks never copy on growth (the peak is the IR
+        plus the bytes)."""
+        out = _Chunks()
         shell = onnx.GraphProto()
         self._graph_fields(g, shell)
         for v in g._outputs:
@@ -615,16 +623,16 @@ class Serializer:
                 vi = onnx.ValueInfoProto()
                 self.value_info(o, vi)
                 _append_field(out, _GRAPH_VALUE_INFO, vi.SerializeToString())
-        out += shell.SerializeToString()
-        return out
+        out.extend(shell.SerializeToString())
+        return out.done()
 
-    def model_parts(self, m: Model) -> tuple[bytes, bytearray]:
-        """The model encoded as (every field but the graph, the graph field): written one after
-        the other they are the serialized ``ModelProto``."""
+    def model_parts(self, m: Model) -> list[bytes | bytearray]:
+        """The serialized ``ModelProto`` as pieces to write one after the other: every field but
+        the graph, then the graph field."""
         mp = self.model(m, with_graph=False)
         graph = self.graph_bytes(m.graph)
-        head = mp.SerializeToString() + tag(_MODEL_GRAPH) + encode_varint(len(graph))
-        return head, graph
+        size = sum(len(c) for c in graph)
+        return [mp.SerializeToString() + tag(_MODEL_GRAPH) + encode_varint(size), *graph]
 
     def model(self, m: Model, with_graph: bool = True) -> onnx.ModelProto:
         mp = onnx.ModelProto()
@@ -660,10 +668,27 @@ def _typed_intermediates(g: Graph):
                 yield o
 
 
-def _append_field(out: bytearray, key: bytes, payload: bytes) -> None:
-    out += key
-    out += encode_varint(len(payload))
-    out += payload
+class _Chunks:
+    """An append-only byte buffer kept as ~1 MiB chunks, so growing it never copies what it holds."""
+
+    SIZE = 1 << 20
+
+    def __init__(self) -> None:
+        self.chunks: list[bytearray] = []
+        self.current = bytearray()
+
+    def extend(self, data: bytes) -> None:
+        self.current += data
+        if len(self.current) >= self.SIZE:
+            self.chunks.append(self.current)
+            self.current = bytearray()
+
+    def done(self) -> list[bytearray]:
+        return [*self.chunks, self.current]
+
+
+def _append_field(out: _Chunks, key: bytes, payload: bytes) -> None:
+    out.extend(key + encode_varint(len(payload)) + payload)
 
 
 def model_to_proto(m: Model) -> onnx.ModelProto:

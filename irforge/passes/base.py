@@ -1,0 +1,73 @@
+"""The pass contract: a frozen dataclass whose fields are its options, run on one graph at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..core_ir.errors import IrforgeError
+from ..core_ir.graph import Graph
+
+
+class PassError(IrforgeError):
+    """A pass, a pipeline or a pass option is wrong; the message names which."""
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What a pass reports.  ``changed=False`` is a promise the manager can check."""
+
+    changed: bool
+    statistics: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class PassContext:
+    """The one object a pass gets besides the graph: cached analyses and run-wide settings.
+
+    Analyses are cached by name; after a pass runs, every analysis it does not list in
+    ``preserves`` is dropped, so a stale analysis is never read.
+    """
+
+    analyses: dict[str, Any] = field(default_factory=dict)
+
+    def analysis(self, name: str, compute) -> Any:
+        if name not in self.analyses:
+            self.analyses[name] = compute()
+        return self.analyses[name]
+
+    def invalidate(self, preserved: frozenset[str]) -> None:
+        for name in [n for n in self.analyses if n not in preserved]:
+            del self.analyses[name]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Base of every pass.  Subclasses are frozen dataclasses that set ``name`` (kebab-case, the
+    spelling in pipeline text) and ``summary`` (one line for ``irforge passes``); their fields
+    are their options, spelled ``name{field-name=value}`` in pipelines.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    preserves: ClassVar[frozenset[str]] = frozenset()
+    recurse: ClassVar[bool] = True
+    """Run on subgraphs and model-local functions too (the manager does the walking)."""
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        raise NotImplementedError(f"pass {self.name!r} does not implement run()")
+
+    @classmethod
+    def options(cls) -> list[dataclasses.Field]:
+        return list(dataclasses.fields(cls))
+
+    def changed_options(self) -> dict[str, Any]:
+        """Options that differ from their defaults: what the pipeline text must spell."""
+        out = {}
+        for f in dataclasses.fields(self):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            value = getattr(self, f.name)
+            if value != default:
+                out[f.name] = value
+        return out

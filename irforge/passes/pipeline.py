@@ -1,0 +1,158 @@
+"""Pipelines as text, MLIR style: ``a,b{opt=1},fixpoint(c,d){max-iterations=10}``.
+
+``PassManager.parse(text, registry)`` and building a ``PassManager`` by hand give equal objects,
+and ``str(pm)`` spells one back in text that parses to the same pipeline.  Only options that
+differ from their defaults are spelled, so the text stays short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import Pass, PassError
+
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_][\w\-.]*)|(.))")
+
+
+@dataclass(frozen=True)
+class Fixpoint:
+    """Runs its passes in order, again and again, until none changes the graph."""
+
+    passes: tuple[Element, ...]
+    max_iterations: int = 10
+
+    name = "fixpoint"
+
+    def __str__(self) -> str:
+        inner = ",".join(str_element(p) for p in self.passes)
+        opts = "" if self.max_iterations == 10 else f"{{max-iterations={self.max_iterations}}}"
+        return f"fixpoint({inner}){opts}"
+
+
+Element = Pass | Fixpoint
+
+
+def str_element(p: Element) -> str:
+    if isinstance(p, Fixpoint):
+        return str(p)
+    opts = p.changed_options()
+    if not opts:
+        return p.name
+    return p.name + "{" + " ".join(f"{k.replace('_', '-')}={_spell(v)}" for k, v in opts.items()) + "}"
+
+
+def _spell(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """An ordered list of passes and fixed-point groups; ``str()`` is its pipeline text."""
+
+    passes: tuple[Element, ...] = field(default_factory=tuple)
+
+    def __str__(self) -> str:
+        return ",".join(str_element(p) for p in self.passes)
+
+    @classmethod
+    def parse(cls, text: str, registry: Mapping[str, type[Pass]]) -> Pipeline:
+        """Read pipeline text; an unknown pass or option is a ``PassError`` naming it."""
+        return cls(tuple(_Reader(text, registry).pipeline(top=True)))
+
+
+class _Reader:
+    def __init__(self, text: str, registry: Mapping[str, type[Pass]]):
+        self.text, self.registry = text, registry
+        self.tokens = [(m.group(1), m.group(2), m.start()) for m in _TOKEN.finditer(text) if m.group(0).strip()]
+        self.i = 0
+
+    def error(self, msg: str) -> PassError:
+        at = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
+        return PassError(f"pipeline {self.text!r}, at column {at + 1}: {msg}")
+
+    def peek(self) -> str | None:
+        if self.i >= len(self.tokens):
+            return None
+        word, punct, _ = self.tokens[self.i]
+        return word or punct
+
+    def take(self) -> str | None:
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def expect(self, want: str) -> None:
+        if self.peek() != want:
+            raise self.error(f"expected {want!r}, found {self.peek() or 'the end'!r}")
+        self.i += 1
+
+    def pipeline(self, top: bool = False) -> list[Element]:
+        out = [self.element()]
+        while self.peek() == ",":
+            self.i += 1
+            out.append(self.element())
+        if top and self.peek() is not None:
+            raise self.error(f"unexpected {self.peek()!r}")
+        return out
+
+    def element(self) -> Element:
+        if self.i >= len(self.tokens) or not self.tokens[self.i][0]:
+            raise self.error(f"expected a pass name, found {self.peek() or 'the end'!r}")
+        name = self.take()
+        if name == "fixpoint":
+            self.expect("(")
+            inner = self.pipeline()
+            self.expect(")")
+            opts = self.options({"max-iterations": int})
+            return Fixpoint(tuple(inner), **opts)
+        cls = self.registry.get(name)  # type: ignore[arg-type]
+        if cls is None:
+            known = ", ".join(sorted(self.registry)) or "none"
+            raise self.error(f"unknown pass {name!r} (known: {known})")
+        kinds = {f.name.replace("_", "-"): _kind(cls, f) for f in dataclasses.fields(cls)}
+        try:
+            return cls(**self.options(kinds, name))
+        except (TypeError, ValueError) as e:
+            raise self.error(f"pass {name!r}: {e}") from None
+
+    def options(self, kinds: dict[str, type], owner: str = "fixpoint") -> dict[str, Any]:
+        if self.peek() != "{":
+            return {}
+        start = self.tokens[self.i][2]
+        end = self.text.find("}", start)
+        if end < 0:
+            raise self.error("'{' is never closed")
+        out: dict[str, Any] = {}
+        for item in re.split(r"[\s,]+", self.text[start + 1 : end].strip()):
+            if not item:
+                continue
+            key, eq, value = item.partition("=")
+            if not eq or key not in kinds:
+                known = ", ".join(kinds) or "none"
+                raise self.error(f"{owner}: unknown option {key!r} (options: {known})")
+            out[key.replace("-", "_")] = _convert(value, kinds[key], owner, key, self)
+        while self.i < len(self.tokens) and self.tokens[self.i][2] <= end:
+            self.i += 1
+        return out
+
+
+def _kind(cls: type, f: dataclasses.Field) -> type:
+    default = f.default if f.default is not dataclasses.MISSING else None
+    return type(default) if default is not None else str
+
+
+def _convert(value: str, kind: type, owner: str, key: str, reader: _Reader) -> Any:
+    try:
+        if kind is bool:
+            if value not in ("true", "false", "1", "0"):
+                raise ValueError(value)
+            return value in ("true", "1")
+        return kind(value)
+    except ValueError:
+        raise reader.error(f"{owner}: option {key!r} wants {kind.__name__}, got {value!r}") from None

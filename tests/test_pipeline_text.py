@@ -1,0 +1,81 @@
+"""Pipeline text: parse and print round-trip, and bad text names what is wrong."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from irforge.passes.base import Pass, PassContext, PassError
+from irforge.passes.pipeline import Fixpoint, Pipeline
+
+
+@dataclass(frozen=True)
+class Fold(Pass):
+    name = "constant-fold"
+    summary = "test stand-in"
+    size_limit: int = 1 << 20
+    fold_shapes: bool = True
+
+
+@dataclass(frozen=True)
+class Simplify(Pass):
+    name = "canonicalize"
+    summary = "test stand-in"
+
+
+@dataclass(frozen=True)
+class Cse(Pass):
+    name = "cse"
+    summary = "test stand-in"
+
+
+REGISTRY = {p.name: p for p in (Fold, Simplify, Cse)}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cse",
+        "constant-fold{size-limit=4096}",
+        "constant-fold{size-limit=4096 fold-shapes=false},cse",
+        "fixpoint(canonicalize,cse){max-iterations=3},constant-fold",
+        "fixpoint(fixpoint(cse),canonicalize)",
+    ],
+)
+def test_text_round_trips(text):
+    pipeline = Pipeline.parse(text, REGISTRY)
+    assert str(pipeline) == text
+    assert Pipeline.parse(str(pipeline), REGISTRY) == pipeline
+
+
+def test_text_and_builder_give_equal_pipelines():
+    text = "constant-fold{size-limit=1048577, fold-shapes=0}, fixpoint( canonicalize , cse ){max-iterations=10}"
+    built = Pipeline((Fold(size_limit=1048577, fold_shapes=False), Fixpoint((Simplify(), Cse()))))
+    assert Pipeline.parse(text, REGISTRY) == built
+    assert str(built) == "constant-fold{size-limit=1048577 fold-shapes=false},fixpoint(canonicalize,cse)"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("dce", "unknown pass 'dce'"),
+        ("cse,", "expected a pass name"),
+        ("constant-fold{limit=3}", "unknown option 'limit'"),
+        ("constant-fold{size-limit=big}", "wants int, got 'big'"),
+        ("constant-fold{size-limit=3", "never closed"),
+        ("fixpoint(cse", "expected ')'"),
+        ("cse)", "unexpected ')'"),
+    ],
+)
+def test_bad_text_is_a_pass_error(text, says):
+    with pytest.raises(PassError, match="pipeline") as e:
+        Pipeline.parse(text, REGISTRY)
+    assert says in str(e.value)
+
+
+def test_context_drops_analyses_a_pass_does_not_preserve():
+    ctx = PassContext()
+    assert ctx.analysis("shapes", lambda: 1) == 1
+    assert ctx.analysis("shapes", lambda: 2) == 1
+    ctx.analysis("uses", lambda: 3)
+    ctx.invalidate(frozenset({"uses"}))
+    assert ctx.analyses == {"uses": 3}

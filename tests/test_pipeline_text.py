@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from irforge.passes.base import Pass, PassContext, PassError
+from irforge.passes.base import Pass, PassContext, PassError, PassResult
 from irforge.passes.pipeline import Fixpoint, Pipeline
 
 
@@ -79,3 +79,30 @@ def test_context_drops_analyses_a_pass_does_not_preserve():
     ctx.analysis("uses", lambda: 3)
     ctx.invalidate(frozenset({"uses"}))
     assert ctx.analyses == {"uses": 3}
+
+
+@dataclass(frozen=True)
+class FlipAddMul(Pass):
+    """Turns every Add into Mul and every Mul into Add: two of these in a row oscillate."""
+
+    name = "flip"
+    summary = "test stand-in"
+
+    def run(self, graph, ctx):
+        n = 0
+        for node in graph:
+            if node.op_type in ("Add", "Mul"):
+                node.op_type = "Mul" if node.op_type == "Add" else "Add"
+                n += 1
+        return PassResult(n > 0, {"flipped": n})
+
+
+def test_fixpoint_stops_on_oscillation_and_names_the_passes():
+    from irforge.core_ir import Model, parse_graph
+    from irforge.passes.manager import OscillationWarning, PassManager
+
+    model = Model(parse_graph("graph @g(%x: f32[2]) {\n  %y = Add(%x, %x)\n  return %y\n}\n"))
+    pm = PassManager.parse("fixpoint(flip){max-iterations=50}", {"flip": FlipAddMul})
+    with pytest.warns(OscillationWarning, match="flip undo each other"):
+        assert pm.run(model)
+    assert [n.op_type for n in model.graph] == ["Add"]

@@ -1,0 +1,12 @@
+"""The built-in passes, registered through the same hooks as any third-party plugin."""
+
+from __future__ import annotations
+
+from ..passes.dce import DeadCodeElimination
+from ..passes.topological_sort import TopologicalSort
+from .hookspecs import hookimpl
+
+
+@hookimpl
+def irforge_register_passes() -> list[type]:
+    return [DeadCodeElimination, TopologicalSort]

@@ -52,13 +52,34 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .backends.onnx import save
     from .core_ir.verifier import verify_model
+    from .passes.manager import PassManager
+    from .plugins import default_registry
 
     if args.level != "0":
-        raise IrforgeError(f"-O{args.level}: only -O0 (load, verify, save) is available in this release")
+        raise IrforgeError(f"-O{args.level}: only -O0 (load, verify, save) is available in this release; "
+                           "spell passes with --pipeline")  # fmt: skip
+    pm = PassManager.parse(args.pipeline, default_registry().passes) if args.pipeline else None
     model = _load(args.input)
     verify_model(model)
+    before = len(model.graph)
+    if pm is not None:
+        pm.run(model)
+        verify_model(model)
     save(model, args.output)
-    print(f"{args.input} -> {args.output}: -O0, {len(model.graph)} nodes")
+    print(f"{args.input} -> {args.output}: {pm or '-O0'}, {before} -> {len(model.graph)} nodes")
+    return 0
+
+
+def cmd_passes(args: argparse.Namespace) -> int:
+    from .plugins import default_registry
+
+    reg = default_registry()
+    for name in sorted(reg.passes):
+        cls = reg.passes[name]
+        print(f"{name}  [{reg.provider('passes', name)}]")
+        print(f"    {cls.summary}")
+        for f in cls.options():
+            print(f"    {{{f.name.replace('_', '-')}={f.default}}}  ({f.type})")
     return 0
 
 
@@ -79,7 +100,10 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.add_argument("input", help="an .onnx file")
     op.add_argument("-o", "--output", required=True, help="where to write the result")
     op.add_argument("-O", dest="level", default="0", choices=["0", "1", "2", "3"], help="optimization level")
+    op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
     op.set_defaults(func=cmd_optimize)
+    ps = sub.add_parser("passes", help="list every registered pass with its summary, options and plugin")
+    ps.set_defaults(func=cmd_passes)
     return p
 
 

@@ -70,3 +70,28 @@ def test_optimize_O0_keeps_the_numbers(tmp_path):
     before, after = irforge.load(EXAMPLE), irforge.load(out)
     (want,), (got,) = interpret(before, [x]), interpret(after, [x])
     np.testing.assert_array_equal(want, got)
+
+
+def test_passes_lists_every_pass_with_its_plugin():
+    proc = _cli("passes")
+    assert proc.returncode == 0, proc.stderr
+    assert "dce  [irforge (built-in)]" in proc.stdout
+    assert "topological-sort  [irforge (built-in)]" in proc.stdout
+
+
+def test_optimize_runs_a_pipeline_and_keeps_outputs(tmp_path):
+    out = str(tmp_path / "out.onnx")
+    proc = _cli("optimize", EXAMPLE, "-o", out, "--pipeline", "topological-sort,dce")
+    assert proc.returncode == 0, proc.stderr
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    name = irforge.load(EXAMPLE).graph.inputs[0].name
+    np.testing.assert_allclose(interpret(irforge.load(out), {name: x})[0],
+                               interpret(irforge.load(EXAMPLE), {name: x})[0], rtol=1e-6)  # fmt: skip
+
+
+def test_optimize_with_an_unknown_pass_names_it_and_writes_nothing(tmp_path):
+    out = tmp_path / "out.onnx"
+    proc = _cli("optimize", EXAMPLE, "-o", str(out), "--pipeline", "dce,no-such-pass")
+    assert proc.returncode == 1
+    assert "unknown pass 'no-such-pass'" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -14,6 +14,15 @@ from .core_ir.errors import IrforgeError, VerificationError
 
 
 def _load(path: str):
+    """An ``.onnx`` file, or IR text (``.irf``, e.g. a crash reproducer)."""
+    if path.endswith(".irf"):
+        from .core_ir.parser import parse_model
+
+        try:
+            with open(path, encoding="utf-8") as f:
+                return parse_model(f.read(), source=path)
+        except OSError as e:
+            raise IrforgeError(f"{path}: cannot read: {e.strerror}") from None
     from .frontends.onnx import load
 
     return load(path)
@@ -52,13 +61,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .backends.onnx import save
     from .core_ir.verifier import verify_model
+    from .passes import instrumentation as ins
     from .passes.manager import PassManager
     from .plugins import default_registry
+    from .plugins.instruments import plugin_hooks
 
     if args.level != "0":
         raise IrforgeError(f"-O{args.level}: only -O0 (load, verify, save) is available in this release; "
                            "spell passes with --pipeline")  # fmt: skip
-    pm = PassManager.parse(args.pipeline, default_registry().passes) if args.pipeline else None
+    reg = default_registry()
+    timing = ins.Timing()
+    instruments: list[ins.Instrument] = [plugin_hooks(reg), timing]
+    if args.verify_each:
+        instruments.append(ins.VerifyEach())
+    if args.print_ir_after_all or args.print_ir_after:
+        names = None if args.print_ir_after_all else frozenset(args.print_ir_after)
+        instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
+    options = dict(instruments=instruments, provider=lambda name: reg.provider("passes", name),
+                   keep_going=args.keep_going, reproducer_dir=args.reproducer_dir)  # fmt: skip
+    pm = PassManager.parse(args.pipeline, reg.passes, **options) if args.pipeline else None
     model = _load(args.input)
     verify_model(model)
     before = len(model.graph)
@@ -67,6 +88,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         verify_model(model)
     save(model, args.output)
     print(f"{args.input} -> {args.output}: {pm or '-O0'}, {before} -> {len(model.graph)} nodes")
+    if args.timing:
+        print(timing.report())
     return 0
 
 
@@ -101,6 +124,14 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.add_argument("-o", "--output", required=True, help="where to write the result")
     op.add_argument("-O", dest="level", default="0", choices=["0", "1", "2", "3"], help="optimization level")
     op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
+    op.add_argument("--timing", action="store_true", help="print the time each pass took")
+    op.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass that changed it")
+    op.add_argument("--print-ir-after", action="append", default=[], metavar="NAME",
+                    help="print the IR after the named pass (repeatable)")  # fmt: skip
+    op.add_argument("--print-ir-always", action="store_true", help="print even when the pass changed nothing")
+    op.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
+    op.add_argument("--keep-going", action="store_true", help="roll back a failing pass, warn, and go on")
+    op.add_argument("--reproducer-dir", metavar="DIR", help="on a pass failure, write the IR it got here")
     op.set_defaults(func=cmd_optimize)
     ps = sub.add_parser("passes", help="list every registered pass with its summary, options and plugin")
     ps.set_defaults(func=cmd_passes)

@@ -1,37 +1,62 @@
-"""Runs a pipeline over a model: every graph it holds, fixed-point groups, oscillation checks."""
+"""Runs a pipeline over a model: every graph it holds, fixed-point groups, oscillation checks,
+instruments around each pass, and transactions so a failed pass leaves the model as it was."""
 
 from __future__ import annotations
 
-import hashlib
+import os
+import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from ..core_ir.graph import Graph
+from ..core_ir.clone import clone_model
+from ..core_ir.errors import IrforgeError
 from ..core_ir.model import Model
-from ..core_ir.printer import print_graph
+from ..core_ir.printer import print_model
 from .base import Pass, PassContext, PassResult
-from .pipeline import Element, Fixpoint, Pipeline
+from .instrumentation import Instrument, model_fingerprint
+from .pipeline import Element, Fixpoint, Pipeline, str_element
 
 
 class OscillationWarning(UserWarning):
     """A fixed-point group brought the graph back to an earlier state instead of settling."""
 
 
-def fingerprint(graph: Graph) -> str:
-    """A structural hash of ``graph``: equal for graphs that print alike (names included)."""
-    return hashlib.blake2b(print_graph(graph).encode(), digest_size=16).hexdigest()
+class PassFailedError(IrforgeError):
+    """A pass raised or left a graph that fails verification; the model was rolled back."""
+
+
+class PassSkippedWarning(UserWarning):
+    """With ``keep_going``, a failed pass was rolled back and the pipeline went on."""
 
 
 class PassManager:
     """A pipeline and the means to run it.  ``PassManager.parse(text, registry)`` and
-    ``PassManager(Pipeline(...))`` give equal managers; ``str(pm)`` is the pipeline text."""
+    ``PassManager(Pipeline(...))`` give equal managers; ``str(pm)`` is the pipeline text.
 
-    def __init__(self, pipeline: Pipeline):
+    ``provider`` maps a pass name to the plugin that registered it (for error messages);
+    ``transactional`` snapshots the model before each pass (one copy of the IR alive at a time).
+    """
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        instruments: Sequence[Instrument] = (),
+        provider: Callable[[str], str] | None = None,
+        transactional: bool = True,
+        keep_going: bool = False,
+        reproducer_dir: str | None = None,
+    ):
         self.pipeline = pipeline
+        self.instruments = list(instruments)
+        self.provider = provider or (lambda name: "unknown plugin")
+        self.transactional = transactional
+        self.keep_going = keep_going
+        self.reproducer_dir = reproducer_dir
 
     @classmethod
-    def parse(cls, text: str, registry: Mapping[str, type[Pass]]) -> PassManager:
-        return cls(Pipeline.parse(text, registry))
+    def parse(cls, text: str, registry: Mapping[str, type[Pass]], **options) -> PassManager:
+        return cls(Pipeline.parse(text, registry), **options)
 
     def __str__(self) -> str:
         return str(self.pipeline)
@@ -39,8 +64,15 @@ class PassManager:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PassManager) and other.pipeline == self.pipeline
 
+    __hash__ = None  # type: ignore[assignment]
+
     def run(self, model: Model, ctx: PassContext | None = None) -> bool:
-        """Run every pass in order on ``model``; True when any changed it."""
+        """Run every pass in order on ``model``; True when any changed it.
+
+        Raises :class:`PassFailedError` naming the pass and its plugin when a pass raises or an
+        instrument (verify-each, the honesty check) rejects its result; the model is then as it
+        was before that pass.
+        """
         ctx = ctx or PassContext()
         changed = False
         for element in self.pipeline.passes:
@@ -50,10 +82,10 @@ class PassManager:
     def _element(self, element: Element, model: Model, ctx: PassContext) -> bool:
         if isinstance(element, Fixpoint):
             return self._fixpoint(element, model, ctx)
-        return self._pass(element, model, ctx).changed
+        return self._transaction(element, model, ctx).changed
 
     def _fixpoint(self, group: Fixpoint, model: Model, ctx: PassContext) -> bool:
-        seen = {fingerprint(model.graph): 0}
+        seen = {model_fingerprint(model): 0}
         changed = False
         for iteration in range(1, group.max_iterations + 1):
             round_changed = False
@@ -62,7 +94,7 @@ class PassManager:
             if not round_changed:
                 return changed
             changed = True
-            state = fingerprint(model.graph)
+            state = model_fingerprint(model)
             if state in seen:
                 warnings.warn(
                     f"{group}: iteration {iteration} brought the graph back to its state after iteration "
@@ -74,6 +106,28 @@ class PassManager:
             seen[state] = iteration
         warnings.warn(f"{group}: still changing after {group.max_iterations} iterations", stacklevel=2)
         return changed
+
+    def _transaction(self, p: Pass, model: Model, ctx: PassContext) -> PassResult:
+        snapshot = clone_model(model) if self.transactional else None
+        try:
+            for inst in self.instruments:
+                inst.before_pass(p, model, ctx)
+            result = self._pass(p, model, ctx)
+            for inst in self.instruments:
+                inst.after_pass(p, model, ctx, result)
+            return result
+        except Exception as e:
+            if snapshot is None:
+                raise
+            vars(model).update(vars(snapshot))
+            ctx.analyses.clear()
+            message = f"pass {p.name!r} (from {self.provider(p.name)}) failed: {type(e).__name__}: {e}"
+            if self.reproducer_dir:
+                message += "\n" + self._reproducer(p, model, message)
+            if self.keep_going:
+                warnings.warn(message + "\nthe pass was rolled back and skipped", PassSkippedWarning, stacklevel=2)
+                return PassResult(False)
+            raise PassFailedError(message + "\nthe model is as it was before this pass") from e
 
     def _pass(self, p: Pass, model: Model, ctx: PassContext) -> PassResult:
         graphs = list(model.graph.all_graphs()) if p.recurse else [model.graph]
@@ -87,3 +141,14 @@ class PassManager:
                 statistics[k] = statistics.get(k, 0) + v
         ctx.invalidate(p.preserves)
         return PassResult(changed, statistics)
+
+    def _reproducer(self, p: Pass, model: Model, message: str) -> str:
+        """Write the IR the pass got and the pass itself; return how to replay it."""
+        os.makedirs(self.reproducer_dir, exist_ok=True)  # type: ignore[arg-type]
+        path = os.path.join(self.reproducer_dir, f"{re.sub(r'[^A-Za-z0-9_.-]', '_', p.name)}.irf")  # type: ignore[arg-type]
+        pipeline = str_element(p)
+        rerun = f"irforge optimize {path} -o out.onnx --pipeline '{pipeline}'"
+        comment = "".join(f"// {line}\n" for line in message.splitlines())
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"{comment}// full pipeline: {self}\n// rerun: {rerun}\n{print_model(model)}")
+        return f"reproducer written to {path}; rerun it with: {rerun}"

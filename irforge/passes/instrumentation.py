@@ -1,0 +1,110 @@
+"""What the manager does around each pass: timing, IR printing, verify-each, the honesty check.
+
+An instrument is any object with ``before_pass(pass_, model, ctx)`` and ``after_pass(pass_,
+model, ctx, result)``; plugins reach the same points through the pluggy hooks
+``irforge_before_pass`` / ``irforge_after_pass``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from ..core_ir.errors import IrforgeError
+from ..core_ir.model import Model
+from ..core_ir.printer import print_model
+from ..core_ir.verifier import verify_model
+from .base import Pass, PassContext, PassResult
+
+
+class Instrument:
+    def before_pass(self, pass_: Pass, model: Model, ctx: PassContext) -> None:
+        pass
+
+    def after_pass(self, pass_: Pass, model: Model, ctx: PassContext, result: PassResult) -> None:
+        pass
+
+
+@dataclass
+class Timing(Instrument):
+    """Wall time per pass name, summed over every run of it."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)
+    _start: float = 0.0
+
+    def before_pass(self, pass_, model, ctx):
+        self._start = time.perf_counter()
+
+    def after_pass(self, pass_, model, ctx, result):
+        self.seconds[pass_.name] = self.seconds.get(pass_.name, 0.0) + time.perf_counter() - self._start
+        self.runs[pass_.name] = self.runs.get(pass_.name, 0) + 1
+
+    def report(self) -> str:
+        total = sum(self.seconds.values()) or 1e-12
+        lines = ["pass timing:", f"  {'seconds':>9}  {'share':>6}  {'runs':>4}  pass"]
+        for name, s in sorted(self.seconds.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {s:9.4f}  {100 * s / total:5.1f}%  {self.runs[name]:4d}  {name}")
+        lines.append(f"  {sum(self.seconds.values()):9.4f}  100.0%        total")
+        return "\n".join(lines)
+
+
+@dataclass
+class PrintIR(Instrument):
+    """Prints the IR after all passes, or after the named ones; with ``only_changed``, only when
+    the pass changed the graph."""
+
+    names: frozenset[str] | None = None
+    only_changed: bool = True
+    stream: TextIO = sys.stderr
+
+    def after_pass(self, pass_, model, ctx, result):
+        if (self.names is None or pass_.name in self.names) and (result.changed or not self.only_changed):
+            self.stream.write(f"// ----- IR after {pass_.name} -----\n{print_model(model)}\n")
+
+
+class VerifyEach(Instrument):
+    """Runs the verifier after every pass, so a broken graph is caught at the pass that broke it."""
+
+    def after_pass(self, pass_, model, ctx, result):
+        verify_model(model, raise_on_error=True)
+
+
+class DishonestPassError(IrforgeError):
+    """A pass reported ``changed=False`` but changed the graph."""
+
+
+class ChangedCheck(Instrument):
+    """Checks ``changed=False`` against a structural hash taken before the pass."""
+
+    def __init__(self) -> None:
+        self._before: list[str] = []
+
+    def before_pass(self, pass_, model, ctx):
+        self._before.append(model_fingerprint(model))
+
+    def after_pass(self, pass_, model, ctx, result):
+        before = self._before.pop()
+        if not result.changed and model_fingerprint(model) != before:
+            raise DishonestPassError(f"pass {pass_.name!r} reported changed=False but changed the graph")
+
+
+def model_fingerprint(model: Model) -> str:
+    import hashlib
+
+    return hashlib.blake2b(print_model(model).encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class HookRelay(Instrument):
+    """Forwards to pluggy hooks (``irforge_before_pass`` / ``irforge_after_pass``) of a hook relay."""
+
+    hook: Any
+
+    def before_pass(self, pass_, model, ctx):
+        self.hook.irforge_before_pass(pass_=pass_, graph=model.graph, ctx=ctx)
+
+    def after_pass(self, pass_, model, ctx, result):
+        self.hook.irforge_after_pass(pass_=pass_, graph=model.graph, ctx=ctx, result=result)

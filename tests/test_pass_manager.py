@@ -1,0 +1,131 @@
+"""The manager's guarantees: a failing pass is rolled back and named, --keep-going skips it, a
+dishonest changed=False is caught, instruments run, and the crash reproducer replays the failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from irforge.core_ir import Model, graphs_equal, parse_graph, print_model
+from irforge.passes.base import Pass, PassResult
+from irforge.passes.instrumentation import ChangedCheck, DishonestPassError, PrintIR, Timing, VerifyEach
+from irforge.passes.manager import PassFailedError, PassManager, PassSkippedWarning
+from irforge.plugins import build_registry, hookimpl
+
+TEXT = "graph @g(%x: f32[3]) {\n  %a = Neg(%x)\n  %b = Abs(%a)\n  return %b\n}\n"
+
+
+@dataclass(frozen=True)
+class HalfThenRaise(Pass):
+    """Rewrites the first node, then raises: the rewrite must not survive."""
+
+    name = "half-then-raise"
+    summary = "test: fails half-way"
+
+    def run(self, graph, ctx):
+        next(iter(graph)).op_type = "Relu"
+        raise RuntimeError("deliberately broken")
+
+
+@dataclass(frozen=True)
+class BreakSSA(Pass):
+    """Makes the graph invalid (reads a value after it is defined) without raising."""
+
+    name = "break-ssa"
+    summary = "test: leaves an invalid graph"
+
+    def run(self, graph, ctx):
+        first, second = graph.nodes
+        graph.move_after(second, first)
+        return PassResult(True)
+
+
+@dataclass(frozen=True)
+class Liar(Pass):
+    name = "liar"
+    summary = "test: changes the graph and says it did not"
+
+    def run(self, graph, ctx):
+        next(iter(graph)).op_type = "Relu"
+        return PassResult(False)
+
+
+class _TestPlugin:
+    @hookimpl
+    def irforge_register_passes(self):
+        return [HalfThenRaise, BreakSSA, Liar]
+
+
+REG = build_registry(discover=False, plugins=[_TestPlugin()])
+
+
+def _manager(text: str, **options) -> PassManager:
+    return PassManager.parse(text, REG.passes, provider=lambda n: REG.provider("passes", n), **options)
+
+
+def _model() -> Model:
+    return Model(parse_graph(TEXT))
+
+
+@pytest.mark.parametrize("text", ["half-then-raise", "dce,break-ssa"])
+def test_failing_pass_is_rolled_back_and_named_with_its_plugin(text):
+    model = _model()
+    before = print_model(model)
+    with pytest.raises(PassFailedError) as e:
+        _manager(text, instruments=[VerifyEach()]).run(model)
+    name = text.split(",")[-1]
+    assert f"pass {name!r} (from _TestPlugin) failed" in str(e.value)
+    assert print_model(model) == before
+    assert graphs_equal(model.graph, parse_graph(TEXT))
+
+
+def test_keep_going_skips_the_failed_pass_and_runs_the_rest():
+    model = _model()
+    with pytest.warns(PassSkippedWarning, match="half-then-raise"):
+        _manager("half-then-raise,topological-sort", keep_going=True).run(model)
+    assert [n.op_type for n in model.graph] == ["Neg", "Abs"]
+
+
+def test_changed_false_is_checked():
+    with pytest.raises(PassFailedError, match="liar") as e:
+        _manager("liar", instruments=[ChangedCheck()]).run(_model())
+    assert isinstance(e.value.__cause__, DishonestPassError)
+    _manager("dce,topological-sort", instruments=[ChangedCheck()]).run(_model())  # honest passes pass
+
+
+def test_timing_and_print_ir_instruments(capsys):
+    import io
+
+    timing, out = Timing(), io.StringIO()
+    _manager("dce,topological-sort", instruments=[timing, PrintIR(only_changed=False, stream=out)]).run(_model())
+    assert set(timing.runs) == {"dce", "topological-sort"}
+    assert "pass timing:" in timing.report()
+    assert out.getvalue().count("// ----- IR after") == 2
+
+
+def test_reproducer_file_replays_the_failure(tmp_path):
+    model = _model()
+    with pytest.raises(PassFailedError, match="rerun it with: irforge optimize") as e:
+        _manager("dce,half-then-raise", reproducer_dir=str(tmp_path)).run(model)
+    path = tmp_path / "half-then-raise.irf"
+    assert str(path) in str(e.value)
+    # The file holds the IR the pass got; parsing it gives that IR back.
+    from irforge.core_ir import parse_model
+
+    assert graphs_equal(parse_model(path.read_text()).graph, model.graph)
+    # Replaying through the command line (with the test plugin importable) fails the same way.
+    script = (
+        "import sys; sys.path.insert(0, {tests!r});"
+        "import test_pass_manager as t, irforge.plugins.registry as r;"
+        "r.default_registry.cache_clear();"
+        "r.default_registry = lambda: t.REG;"
+        "import irforge.plugins as p; p.default_registry = r.default_registry;"
+        "from irforge.cli import irforge_main;"
+        "sys.exit(irforge_main(['optimize', {path!r}, '-o', {out!r}, '--pipeline', 'half-then-raise']))"
+    ).format(tests=str(__import__("pathlib").Path(__file__).parent), path=str(path), out=str(tmp_path / "o.onnx"))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1
+    assert "pass 'half-then-raise'" in proc.stderr and "deliberately broken" in proc.stderr

@@ -50,7 +50,25 @@ def to_onnx(model: Model):
     return to_proto(model)
 
 
+def optimize(model: Model, pipeline: str, *, verify_each: bool = True, keep_going: bool = False) -> Model:
+    """Run ``pipeline`` (pipeline text, e.g. ``"topological-sort,dce"``) on ``model`` in place
+    and return it.  Passes come from the built-ins and every installed plugin.  A pass that fails
+    is rolled back and raises :class:`irforge.passes.manager.PassFailedError` naming it and its
+    plugin (or, with ``keep_going``, is skipped with a warning)."""
+    from .passes.instrumentation import VerifyEach
+    from .passes.manager import PassManager
+    from .plugins import default_registry
+    from .plugins.instruments import plugin_hooks
+
+    reg = default_registry()
+    instruments = [plugin_hooks(reg), *([VerifyEach()] if verify_each else [])]
+    pm = PassManager.parse(pipeline, reg.passes, instruments=instruments, keep_going=keep_going,
+                           provider=lambda name: reg.provider("passes", name))  # fmt: skip
+    pm.run(model)
+    return model
+
+
 __all__ = [
     "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "from_onnx",
-    "interpret", "load", "parse", "save", "to_onnx", "verify",
+    "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
 ]  # fmt: skip

@@ -129,3 +129,18 @@ def test_reproducer_file_replays_the_failure(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert proc.returncode == 1
     assert "pass 'half-then-raise'" in proc.stderr and "deliberately broken" in proc.stderr
+
+
+def test_optimize_api_runs_pipeline_text_in_place():
+    import numpy as np
+
+    import irforge
+    from irforge.core_ir import interpret
+
+    g = parse_graph("graph @g(%x: f32[3]) {\n  %dead = Exp(%x)\n  %b = Abs(%x)\n  return %b\n}\n")
+    model = Model(g)
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    expected = interpret(g, {"x": x})[0]
+    assert irforge.optimize(model, "topological-sort,dce") is model
+    assert [n.op_type for n in model.graph] == ["Abs"]
+    np.testing.assert_array_equal(interpret(model.graph, {"x": x})[0], expected)

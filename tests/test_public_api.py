@@ -15,7 +15,7 @@ import irforge.core_ir
 
 TOP_LEVEL = {
     "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "from_onnx",
-    "interpret", "load", "parse", "save", "to_onnx", "verify",
+    "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
 }  # fmt: skip
 
 CORE_IR = {

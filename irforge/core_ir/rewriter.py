@@ -1,0 +1,129 @@
+"""The greedy worklist driver: applies patterns until none matches, or a cap is reached.
+
+Every applied rewrite is recorded (pattern, where it is defined, nodes matched, nodes created),
+and created nodes carry the provenance of the nodes they replace in their metadata.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .builder import Builder, NameGenerator
+from .errors import IRError
+from .graph import Graph
+from .node import Node
+from .pattern import Pattern, _Trace
+from .value import Value
+
+PROVENANCE = "irforge.provenance"
+
+
+@dataclass(frozen=True)
+class RewriteRecord:
+    pattern: str
+    defined_at: str
+    matched: tuple[str, ...]
+    created: tuple[str, ...]
+
+
+@dataclass
+class RewriteResult:
+    records: list[RewriteRecord] = field(default_factory=list)
+    near_misses: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """With ``debug``: pattern name -> (node, the failed condition of its closest partial match)."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.records)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            out[r.pattern] = out.get(r.pattern, 0) + 1
+        return out
+
+
+def apply_patterns(
+    graph: Graph, patterns: Sequence[Pattern], *, max_rewrites: int | None = None, debug: bool = False
+) -> RewriteResult:
+    """Rewrite ``graph`` with ``patterns`` to a fixed point; stop with a warning after
+    ``max_rewrites`` (default: ten per node, plus 100) so that rules undoing each other end."""
+    by_root: dict[tuple[str, str], list[Pattern]] = {}
+    for p in sorted(patterns, key=lambda p: -p.benefit):
+        by_root.setdefault((p.root.op_type, p.root.domain), []).append(p)
+    result = RewriteResult()
+    cap = max_rewrites if max_rewrites is not None else 10 * len(graph) + 100
+    names = NameGenerator(graph) if by_root else None
+    work = deque(n for n in graph if (n.op_type, n.domain) in by_root)
+    queued = set(work)
+    traces: dict[str, tuple[int, str, str]] = {}
+    while work:
+        node = work.popleft()
+        queued.discard(node)
+        if node.graph is not graph:
+            continue  # removed by an earlier rewrite
+        for p in by_root.get((node.op_type, node.domain), ()):
+            trace = _Trace() if debug else None
+            m = p.match(node, trace)
+            if m is None:
+                if trace is not None and trace.depth >= traces.get(p.name, (-1,))[0]:
+                    traces[p.name] = (trace.depth, node.describe(), trace.reason)
+                continue
+            if len(result.records) >= cap:
+                warnings.warn(f"pattern rewriting stopped after {cap} rewrites on graph {graph.name!r}; "
+                              "some patterns may undo each other", stacklevel=2)  # fmt: skip
+                return result
+            created = _apply(graph, p, m, names)  # type: ignore[arg-type]
+            result.records.append(RewriteRecord(p.name, p.defined_at, tuple(n.describe() for n in m.nodes),
+                                                tuple(n.describe() for n in created)))  # fmt: skip
+            for n in _neighbours(created, m.values.values()):
+                if n not in queued and n.graph is graph and (n.op_type, n.domain) in by_root:
+                    work.append(n)
+                    queued.add(n)
+            break
+    result.near_misses = {k: (node, reason) for k, (_, node, reason) in traces.items()}
+    return result
+
+
+def _apply(graph: Graph, p: Pattern, m, names: NameGenerator) -> list[Node]:
+    root = m.nodes[0]
+    b = Builder(graph, before=root, names=names)
+    new = p.replacement(b, m)
+    new_values = list(new) if isinstance(new, (tuple, list)) else [new]
+    if len(new_values) != len(m.outputs):
+        raise IRError(f"pattern {p.name!r} ({p.defined_at}): the replacement gave {len(new_values)} values "
+                      f"for {len(m.outputs)} outputs")  # fmt: skip
+    provenance = ",".join(n.name or n.describe() for n in m.nodes)
+    for n in b.created:
+        n.metadata = {**(n.metadata or {}), PROVENANCE: provenance}
+    for old, value in zip(m.outputs, new_values, strict=True):
+        if value is not old:
+            if old.type is not None and value.type is None and value.producer() in b.created:
+                value.type = old.type
+            old.replace_all_uses_with(value)
+    # Matched nodes (readers before producers), then producers of bound values that the
+    # rewrite left unread (an ONNX-domain op has no effect beyond its outputs).
+    bound = [v.producer() for v in m.values.values() if v.producer() is not None and not v.producer().domain]
+    for n in [*m.nodes, *bound]:
+        if n.graph is graph and not any(o is not None and (o.has_uses() or o.is_graph_output()) for o in n.outputs):
+            graph.remove(n)
+    return b.created
+
+
+def _neighbours(created: list[Node], inputs) -> list[Node]:
+    """Nodes a rewrite may have made matchable: the new ones, their readers, and the producers
+    and readers of the values the match bound (their use counts changed)."""
+    out: list[Node] = list(created)
+    for n in created:
+        for o in n.outputs:
+            if o is not None:
+                out.extend(user for user, _ in o.uses())
+    for v in inputs:
+        if isinstance(v, Value):
+            if v.producer() is not None:
+                out.append(v.producer())
+            out.extend(user for user, _ in v.uses())
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.dce import DeadCodeElimination
 from ..passes.topological_sort import TopologicalSort
 from .hookspecs import hookimpl
@@ -9,4 +10,9 @@ from .hookspecs import hookimpl
 
 @hookimpl
 def irforge_register_passes() -> list[type]:
-    return [DeadCodeElimination, TopologicalSort]
+    return [Canonicalize, DeadCodeElimination, TopologicalSort]
+
+
+@hookimpl
+def irforge_register_patterns() -> list:
+    return list(PATTERNS)

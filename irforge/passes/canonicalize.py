@@ -1,0 +1,178 @@
+"""canonicalize: local identities and algebraic simplifications, as rewrite patterns.
+
+Every rule forwards or rebuilds values without changing any result: a rule that would drop an
+operation checks that it cannot broadcast, change a dtype, or rename a graph output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core_ir.graph import Graph
+from ..core_ir.pattern import Match, Pattern
+from ..core_ir.rewriter import apply_patterns
+from .base import Pass, PassContext, PassResult
+
+
+def _forwardable(m: Match, name: str) -> bool:
+    return _can_replace(m, m[name])
+
+
+def _can_replace(m: Match, x) -> bool:
+    """Replacing the output by ``x`` keeps the graph's interface: a graph output that is produced
+    by a node must not become an input, an initializer, an outer-scope value or a second output."""
+    out = m.outputs[0]
+    if out.is_graph_output() and (
+        x.producer() is None or x.is_graph_output() or x.producer().graph is not out.producer().graph
+    ):
+        return m.fail(f"the result is a graph output and %{x.name} cannot take its place")
+    if out.type is not None and x.type is not None and getattr(out.type, "dtype", None) != getattr(x.type, "dtype", 0):
+        return m.fail("the dtype would change")
+    return True
+
+
+def _neutral(element: float):
+    """Check: ``c`` is all ``element`` and broadcasting it against ``x`` cannot grow ``x``."""
+
+    def check(m: Match) -> bool:
+        c = m.constant("c")
+        if c is None or c.dtype.kind not in "fiu" or np.any(c != element):
+            return m.fail(f"the constant is not all {element}")
+        shape = m.shape("x")
+        if shape is None or c.ndim > len(shape):
+            return m.fail("the shape of x is unknown or the constant has more dimensions")
+        for cd, xd in zip(reversed(c.shape), reversed(shape), strict=False):
+            if cd != 1 and cd != xd:
+                return m.fail("the constant would broadcast x")
+        return _forwardable(m, "x")
+
+    return check
+
+
+def _x(b, m: Match):
+    return m["x"]
+
+
+def _same_dtype_cast(m: Match) -> bool:
+    to = m.outputs[0].producer().attr("to")
+    return (m.dtype("x") == to or m.fail("the cast changes the dtype")) and _forwardable(m, "x")
+
+
+def _static_shape_equals(m: Match) -> bool:
+    want, shape = m.constant("c"), m.shape("x")
+    if want is None or shape is None or not all(isinstance(d, int) for d in shape):
+        return m.fail("the shapes are not both static")
+    if tuple(int(d) for d in want.reshape(-1)) != tuple(shape) or 0 in shape:
+        return m.fail("the target shape differs from the input's")
+    return _forwardable(m, "x")
+
+
+def _transpose_pair(b, m: Match):
+    inner = m.nodes[1].attr("perm")
+    outer = m.nodes[0].attr("perm")
+    perm = [list(inner)[i] for i in outer]
+    if perm == sorted(perm):
+        return m["x"]
+    return b.op.Transpose(m["x"], perm=perm)
+
+
+def _both_perms(m: Match) -> bool:
+    inner, outer = m.nodes[1].attr("perm"), m.nodes[0].attr("perm")
+    if inner is None or outer is None or len(inner) != len(outer):
+        return m.fail("a Transpose has no explicit perm")
+    return True if [list(inner)[i] for i in outer] != sorted(outer) else _forwardable(m, "x")
+
+
+def _reshape_pair_ok(m: Match) -> bool:
+    s = m.constant("s")
+    if s is None or np.any(s == 0):
+        return m.fail("the outer shape is unknown or copies dimensions (0)")
+    if m.nodes[0].attr("allowzero", 0) or m.nodes[1].attr("allowzero", 0):
+        return m.fail("allowzero is set")
+    return True
+
+
+def _squeeze_unsqueeze_ok(m: Match) -> bool:
+    a, s = m.constant("a"), m.constant("s")
+    if a is None or s is None or sorted(a.reshape(-1).tolist()) != sorted(s.reshape(-1).tolist()):
+        return m.fail("the axes are not the same constants")
+    if np.any(a < 0):
+        return m.fail("negative axes")
+    return _forwardable(m, "x")
+
+
+def _dropout_inference(m: Match) -> bool:
+    node = m.nodes[0]
+    if (
+        len(node.outputs) > 1
+        and node.outputs[1] is not None
+        and (node.outputs[1].has_uses() or node.outputs[1].is_graph_output())
+    ):
+        return m.fail("the mask output is used")
+    return _forwardable(m, "x")
+
+
+def _idempotent(op: str) -> Pattern:
+    return Pattern(f"{op.lower()}-idempotent", lambda p: getattr(p.op, op)(getattr(p.op, op)(p.var("x"))),
+                   lambda b, m: m.nodes[1].outputs[0],
+                   check=lambda m: _can_replace(m, m.nodes[1].outputs[0]))  # fmt: skip
+
+
+def _involution(op: str) -> Pattern:
+    return Pattern(f"double-{op.lower()}", lambda p: getattr(p.op, op)(getattr(p.op, op)(p.var("x"))), _x,
+                   check=lambda m: _forwardable(m, "x"))  # fmt: skip
+
+
+def _single_input(op: str) -> Pattern:
+    return Pattern(f"{op.lower()}-of-one", lambda p: getattr(p.op, op)(p.var("x")), _x,
+                   check=lambda m: _forwardable(m, "x"))  # fmt: skip
+
+
+def _binary_neutral(op: str, element: float, name: str) -> Pattern:
+    return Pattern(name, lambda p: getattr(p.op, op)(p.var("x"), p.const("c")), _x, check=_neutral(element))
+
+
+PATTERNS: list[Pattern] = [
+    Pattern("identity", lambda p: p.op.Identity(p.var("x")), _x, check=lambda m: _forwardable(m, "x")),
+    _binary_neutral("Add", 0, "add-zero"),
+    _binary_neutral("Sub", 0, "sub-zero"),
+    _binary_neutral("Mul", 1, "mul-one"),
+    _binary_neutral("Div", 1, "div-one"),
+    _binary_neutral("Pow", 1, "pow-one"),
+    _involution("Neg"),
+    _involution("Not"),
+    *(_idempotent(op) for op in ("Relu", "Abs", "Floor", "Ceil", "Round", "Sign")),
+    Pattern("abs-of-neg", lambda p: p.op.Abs(p.op.Neg(p.var("x"))), lambda b, m: b.op.Abs(m["x"])),
+    *(_single_input(op) for op in ("Concat", "Sum", "Max", "Min", "Mean")),
+    Pattern("cast-to-same-type", lambda p: p.op.Cast(p.var("x")), _x, check=_same_dtype_cast),
+    Pattern("transpose-pair", lambda p: p.op.Transpose(p.op.Transpose(p.var("x"))), _transpose_pair, check=_both_perms),
+    Pattern(
+        "reshape-pair",
+        lambda p: p.op.Reshape(p.op.Reshape(p.var("x"), p.var("inner")), p.const("s")),
+        lambda b, m: b.op.Reshape(m["x"], m["s"]),
+        check=_reshape_pair_ok,
+    ),
+    Pattern("reshape-to-same-shape", lambda p: p.op.Reshape(p.var("x"), p.const("c")), _x, check=_static_shape_equals),
+    Pattern("expand-to-same-shape", lambda p: p.op.Expand(p.var("x"), p.const("c")), _x, check=_static_shape_equals),
+    Pattern(
+        "squeeze-of-unsqueeze",
+        lambda p: p.op.Squeeze(p.op.Unsqueeze(p.var("x"), p.const("a")), p.const("s")),
+        _x,
+        check=_squeeze_unsqueeze_ok,
+    ),
+    Pattern("dropout-inference", lambda p: p.op.Dropout(p.var("x")), _x, check=_dropout_inference),
+]
+
+
+@dataclass(frozen=True)
+class Canonicalize(Pass):
+    name = "canonicalize"
+    summary = "identities and algebraic simplifications (x+0, x*1, double negation, transpose pairs, ...)"
+    max_rewrites: int = 0
+    """0: ten per node plus 100."""
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        result = apply_patterns(graph, PATTERNS, max_rewrites=self.max_rewrites or None)
+        return PassResult(result.changed, result.counts())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..passes.canonicalize import PATTERNS, Canonicalize
+from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
 from ..passes.topological_sort import TopologicalSort
 from .hookspecs import hookimpl
@@ -10,7 +11,7 @@ from .hookspecs import hookimpl
 
 @hookimpl
 def irforge_register_passes() -> list[type]:
-    return [Canonicalize, DeadCodeElimination, TopologicalSort]
+    return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, TopologicalSort]
 
 
 @hookimpl

@@ -1,0 +1,70 @@
+"""cse: merge nodes that compute the same thing from the same inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core_ir.attributes import AttrKind
+from ..core_ir.graph import Graph
+from ..core_ir.node import Node
+from .base import Pass, PassContext, PassResult
+
+NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                              "Bernoulli", "Multinomial"})  # fmt: skip
+"""Two draws are two different tensors, even with equal inputs and attributes."""
+
+_SCALARS = (AttrKind.FLOAT, AttrKind.INT, AttrKind.STRING)
+_LISTS = (AttrKind.FLOATS, AttrKind.INTS, AttrKind.STRINGS)
+
+
+@dataclass(frozen=True)
+class CommonSubexpressionElimination(Pass):
+    name = "cse"
+    summary = "merge nodes with the same op, attributes and inputs (random ops are never merged)"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        seen: dict[tuple, Node] = {}
+        merged = 0
+        for node in graph:
+            key = _key(node)
+            if key is None:
+                continue
+            first = seen.setdefault(key, node)
+            if first is node or not _mergeable(node, first):
+                continue
+            for dup, keep in zip(node.outputs, first.outputs, strict=True):
+                if dup is not None:
+                    dup.replace_all_uses_with(keep)
+            graph.remove(node)
+            merged += 1
+        return PassResult(merged > 0, {"nodes-merged": merged})
+
+
+def _key(node: Node) -> tuple | None:
+    """A hashable identity of what the node computes, or None when it must not be merged."""
+    if node.domain or node.op_type in NONDETERMINISTIC:
+        return None
+    attrs = []
+    for a in sorted(node.attributes.values(), key=lambda a: a.name):
+        if a.ref is not None:
+            return None
+        if a.kind in _SCALARS:
+            attrs.append((a.name, a.value))
+        elif a.kind in _LISTS:
+            attrs.append((a.name, tuple(a.value)))
+        elif a.kind == AttrKind.TENSOR:
+            array = a.value.numpy()
+            attrs.append((a.name, int(a.value.dtype), array.shape, array.tobytes()))
+        else:
+            return None  # subgraphs, sparse tensors, type protos: not compared
+    inputs = tuple(id(v) if v is not None else None for v in node.inputs)
+    return (node.op_type, node.overload, inputs, len(node.outputs), tuple(attrs))
+
+
+def _mergeable(dup: Node, keep: Node) -> bool:
+    """A graph output of ``dup`` may only move onto a value that is not already a graph output,
+    so the graph keeps one value per output name."""
+    for d, k in zip(dup.outputs, keep.outputs, strict=True):
+        if d is not None and (k is None or (d.is_graph_output() and k.is_graph_output())):
+            return False
+    return True

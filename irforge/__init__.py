@@ -56,15 +56,11 @@ def optimize(model: Model, pipeline: str, *, verify_each: bool = True, keep_goin
     is rolled back and raises :class:`irforge.passes.manager.PassFailedError` naming it and its
     plugin (or, with ``keep_going``, is skipped with a warning)."""
     from .passes.instrumentation import VerifyEach
-    from .passes.manager import PassManager
     from .plugins import default_registry
-    from .plugins.instruments import plugin_hooks
+    from .plugins.instruments import pass_manager
 
-    reg = default_registry()
-    instruments = [plugin_hooks(reg), *([VerifyEach()] if verify_each else [])]
-    pm = PassManager.parse(pipeline, reg.passes, instruments=instruments, keep_going=keep_going,
-                           provider=lambda name: reg.provider("passes", name))  # fmt: skip
-    pm.run(model)
+    instruments = [VerifyEach()] if verify_each else []
+    pass_manager(pipeline, default_registry(), instruments, keep_going=keep_going).run(model)
     return model
 
 

@@ -62,24 +62,24 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .backends.onnx import save
     from .core_ir.verifier import verify_model
     from .passes import instrumentation as ins
-    from .passes.manager import PassManager
     from .plugins import default_registry
-    from .plugins.instruments import plugin_hooks
+    from .plugins.instruments import pass_manager
 
     if args.level != "0":
         raise IrforgeError(f"-O{args.level}: only -O0 (load, verify, save) is available in this release; "
                            "spell passes with --pipeline")  # fmt: skip
     reg = default_registry()
     timing = ins.Timing()
-    instruments: list[ins.Instrument] = [plugin_hooks(reg), timing]
+    instruments: list[ins.Instrument] = [timing]
     if args.verify_each:
         instruments.append(ins.VerifyEach())
     if args.print_ir_after_all or args.print_ir_after:
         names = None if args.print_ir_after_all else frozenset(args.print_ir_after)
         instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
-    options = dict(instruments=instruments, provider=lambda name: reg.provider("passes", name),
-                   keep_going=args.keep_going, reproducer_dir=args.reproducer_dir)  # fmt: skip
-    pm = PassManager.parse(args.pipeline, reg.passes, **options) if args.pipeline else None
+    pm = None
+    if args.pipeline:
+        pm = pass_manager(args.pipeline, reg, instruments, keep_going=args.keep_going,
+                          reproducer_dir=args.reproducer_dir)  # fmt: skip
     model = _load(args.input)
     verify_model(model)
     before = len(model.graph)

@@ -9,3 +9,12 @@ from .registry import Registry
 def plugin_hooks(registry: Registry) -> HookRelay:
     """An instrument calling every plugin's ``irforge_before_pass`` / ``irforge_after_pass``."""
     return HookRelay(registry.plugin_manager.hook)
+
+
+def pass_manager(pipeline: str, registry: Registry, instruments=(), **options):
+    """A manager for pipeline text over ``registry``'s passes, with the plugins' hooks among its
+    instruments and each pass's provider named in its errors."""
+    from ..passes.manager import PassManager
+
+    return PassManager.parse(pipeline, registry.passes, instruments=[plugin_hooks(registry), *instruments],
+                             provider=lambda name: registry.provider("passes", name), **options)  # fmt: skip

@@ -65,9 +65,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .plugins import default_registry
     from .plugins.instruments import pass_manager
 
-    if args.level != "0":
-        raise IrforgeError(f"-O{args.level}: only -O0 (load, verify, save) is available in this release; "
-                           "spell passes with --pipeline")  # fmt: skip
+    if args.level is not None and args.pipeline:
+        raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
     reg = default_registry()
     timing = ins.Timing()
     instruments: list[ins.Instrument] = [timing]
@@ -76,18 +75,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.print_ir_after_all or args.print_ir_after:
         names = None if args.print_ir_after_all else frozenset(args.print_ir_after)
         instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
-    pm = None
-    if args.pipeline:
-        pm = pass_manager(args.pipeline, reg, instruments, keep_going=args.keep_going,
-                          reproducer_dir=args.reproducer_dir)  # fmt: skip
+    text = args.pipeline or f"O{args.level or 0}"
+    pm = pass_manager(text, reg, instruments, keep_going=args.keep_going, reproducer_dir=args.reproducer_dir)
     model = _load(args.input)
     verify_model(model)
     before = len(model.graph)
-    if pm is not None:
+    if pm.pipeline.passes:
         pm.run(model)
         verify_model(model)
     save(model, args.output)
-    print(f"{args.input} -> {args.output}: {pm or '-O0'}, {before} -> {len(model.graph)} nodes")
+    spelled = text if args.pipeline else f"-O{args.level or 0}"
+    print(f"{args.input} -> {args.output}: {spelled}, {before} -> {len(model.graph)} nodes")
     if args.timing:
         print(timing.report())
     return 0
@@ -103,6 +101,12 @@ def cmd_passes(args: argparse.Namespace) -> int:
         print(f"    {cls.summary}")
         for f in cls.options():
             print(f"    {{{f.name.replace('_', '-')}={f.default}}}  ({f.type})")
+    print("\npatterns (each usable by name as a pass):")
+    for name in sorted(reg.entries["patterns"]):
+        print(f"{name}  [{reg.provider('patterns', name)}]  {reg.entries['patterns'][name].defined_at}")
+    print("\npipelines (-O<n> runs O<n>; a pipeline may name them):")
+    for name in sorted(reg.pipelines):
+        print(f"{name}  [{reg.provider('pipelines', name)}]  {reg.pipelines[name] or '(nothing)'}")
     return 0
 
 
@@ -119,10 +123,11 @@ def _irforge_parser() -> argparse.ArgumentParser:
     ve = sub.add_parser("verify", help="check a model and report every problem found")
     ve.add_argument("model", help="an .onnx file")
     ve.set_defaults(func=cmd_verify)
-    op = sub.add_parser("optimize", help="load, verify and save a model (-O0)")
+    op = sub.add_parser("optimize", help="run an optimization level or a pipeline on a model")
     op.add_argument("input", help="an .onnx file")
     op.add_argument("-o", "--output", required=True, help="where to write the result")
-    op.add_argument("-O", dest="level", default="0", choices=["0", "1", "2", "3"], help="optimization level")
+    op.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"],
+                    help="optimization level (default 0: load, verify, save; see `irforge passes`)")  # fmt: skip
     op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
     op.add_argument("--timing", action="store_true", help="print the time each pass took")
     op.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass that changed it")

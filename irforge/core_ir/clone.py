@@ -34,12 +34,14 @@ def clone_graph(graph: Graph, value_map: dict[Value, Value] | None = None) -> Gr
         vmap[v] = c
         g.add_initializer(c)
     for n in graph:
-        g.append(_clone_node(n, vmap))
+        g.append(clone_node(n, vmap))
     g.set_outputs([vmap.get(v, v) for v in graph.outputs])
     return g
 
 
-def _clone_node(n: Node, vmap: dict[Value, Value]) -> Node:
+def clone_node(n: Node, vmap: dict[Value, Value]) -> Node:
+    """A detached copy of ``n`` reading ``vmap[v]`` for each input ``v`` it maps; its outputs are
+    added to ``vmap`` so the next cloned node reads them."""
     attrs = []
     for a in n.attributes.values():
         value = a.value

@@ -92,6 +92,17 @@ class Interpreter:
             ) from None
         return cls(proto, _run_params(host)), proto
 
+    def evaluate(self, node: Node, args: Sequence[Any]) -> list[Any]:
+        """Run one node of this graph on the given input values (constant folding uses this)."""
+        try:
+            inst, _ = self._instantiate(node, list(args))
+            outs = inst.run(*args, context={}) if inst.need_context() else inst.run(*args)
+        except InterpreterError:
+            raise
+        except Exception as e:  # a kernel's own error: name the node that hit it
+            raise InterpreterError(f"{node.describe()} failed: {type(e).__name__}: {e}") from e
+        return list(outs)
+
     def run(self, inputs: Mapping[str, Any] | Sequence[Any]) -> list[Any]:
         """Outputs in graph-output order; ``inputs`` by name or in graph-input order.
 

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ..core_ir.errors import IrforgeError
 from ..core_ir.graph import Graph
+from ..core_ir.model import Model
 
 
 class PassError(IrforgeError):
@@ -31,6 +32,16 @@ class PassContext:
     """
 
     analyses: dict[str, Any] = field(default_factory=dict)
+    model: Model | None = None
+    """The model being optimized, set by the manager: opset imports and functions live there."""
+
+    def opset_imports(self, graph: Graph) -> dict[str, int]:
+        """The opsets ``graph`` is written against (its model's, when it is a subgraph)."""
+        import onnx.defs
+
+        if self.model is not None:
+            return dict(self.model.opset_imports)
+        return dict(graph.opset_imports or {"": onnx.defs.onnx_opset_version()})
 
     def analysis(self, name: str, compute) -> Any:
         if name not in self.analyses:

@@ -15,7 +15,7 @@ beyond its outputs (a custom op that logs or writes), so it is kept even when un
 @dataclass(frozen=True)
 class DeadCodeElimination(Pass):
     name = "dce"
-    summary = "remove nodes none of whose outputs is read or is a graph output"
+    summary = "remove nodes none of whose outputs is read or is a graph output, and unread initializers"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         removed = 0
@@ -27,4 +27,7 @@ class DeadCodeElimination(Pass):
                 continue
             graph.remove(node)
             removed += 1
-        return PassResult(removed > 0, {"nodes-removed": removed})
+        unread = [v for v in graph.initializers.values() if not v.has_uses() and not v.is_graph_input()]
+        for v in unread:
+            graph.remove_initializer(v)
+        return PassResult(removed > 0 or bool(unread), {"nodes-removed": removed, "initializers-removed": len(unread)})

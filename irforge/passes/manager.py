@@ -55,8 +55,10 @@ class PassManager:
         self.reproducer_dir = reproducer_dir
 
     @classmethod
-    def parse(cls, text: str, registry: Mapping[str, type[Pass]], **options) -> PassManager:
-        return cls(Pipeline.parse(text, registry), **options)
+    def parse(
+        cls, text: str, registry: Mapping[str, type[Pass]], *, pipelines: Mapping[str, str] | None = None, **options
+    ) -> PassManager:
+        return cls(Pipeline.parse(text, registry, pipelines), **options)
 
     def __str__(self) -> str:
         return str(self.pipeline)
@@ -74,6 +76,7 @@ class PassManager:
         was before that pass.
         """
         ctx = ctx or PassContext()
+        ctx.model = model
         changed = False
         for element in self.pipeline.passes:
             changed |= self._element(element, model, ctx)

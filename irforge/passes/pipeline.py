@@ -61,14 +61,24 @@ class Pipeline:
         return ",".join(str_element(p) for p in self.passes)
 
     @classmethod
-    def parse(cls, text: str, registry: Mapping[str, type[Pass]]) -> Pipeline:
-        """Read pipeline text; an unknown pass or option is a ``PassError`` naming it."""
-        return cls(tuple(_Reader(text, registry).pipeline(top=True)))
+    def parse(
+        cls, text: str, registry: Mapping[str, type[Pass]], pipelines: Mapping[str, str] | None = None
+    ) -> Pipeline:
+        """Read pipeline text; an unknown pass or option is a ``PassError`` naming it.
+
+        A name in ``pipelines`` (such as ``O2``) stands for its passes; empty text is the empty
+        pipeline.
+        """
+        if not text.strip():
+            return cls(())
+        return cls(tuple(_Reader(text, registry, pipelines or {}).pipeline(top=True)))
 
 
 class _Reader:
-    def __init__(self, text: str, registry: Mapping[str, type[Pass]]):
-        self.text, self.registry = text, registry
+    def __init__(
+        self, text: str, registry: Mapping[str, type[Pass]], pipelines: Mapping[str, str], depth: int = 0
+    ):
+        self.text, self.registry, self.pipelines, self.depth = text, registry, pipelines, depth
         self.tokens = [(m.group(1), m.group(2), m.start()) for m in _TOKEN.finditer(text) if m.group(0).strip()]
         self.i = 0
 
@@ -93,13 +103,26 @@ class _Reader:
         self.i += 1
 
     def pipeline(self, top: bool = False) -> list[Element]:
-        out = [self.element()]
+        out = self.elements()
         while self.peek() == ",":
             self.i += 1
-            out.append(self.element())
+            out += self.elements()
         if top and self.peek() is not None:
             raise self.error(f"unexpected {self.peek()!r}")
         return out
+
+    def elements(self) -> list[Element]:
+        """One pass or fixed-point group, or the passes of a named pipeline."""
+        name = self.peek()
+        if name in self.pipelines and name not in self.registry and name != "fixpoint":
+            self.i += 1
+            if self.depth > 16:
+                raise self.error(f"named pipeline {name!r} refers to itself")
+            text = self.pipelines[name]
+            if not text.strip():
+                return []
+            return _Reader(text, self.registry, self.pipelines, self.depth + 1).pipeline(top=True)
+        return [self.element()]
 
     def element(self) -> Element:
         if self.i >= len(self.tokens) or not self.tokens[self.i][0]:

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 from ..passes.canonicalize import PATTERNS, Canonicalize
+from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
+from ..passes.inline_functions import InlineFunctions
+from ..passes.levels import LEVELS
+from ..passes.shape_inference import ShapeInference
 from ..passes.topological_sort import TopologicalSort
 from .hookspecs import hookimpl
 
 
 @hookimpl
 def irforge_register_passes() -> list[type]:
-    return [Canonicalize, CommonSubexpressionElimination, DeadCodeElimination, TopologicalSort]
+    return [
+        ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
+        DeadCodeElimination, TopologicalSort,
+    ]  # fmt: skip
 
 
 @hookimpl
 def irforge_register_patterns() -> list:
     return list(PATTERNS)
+
+
+@hookimpl
+def irforge_register_pipelines() -> list[tuple[str, str]]:
+    return list(LEVELS.items())

@@ -14,11 +14,12 @@ from typing import Any
 import pluggy
 
 from ..core_ir.errors import IrforgeError
+from ..passes.apply_pattern import pattern_pass
 from . import builtin, hookspecs
 
 BUILTIN = "irforge (built-in)"
-_SINGULAR = {"passes": "pass", "patterns": "pattern", "pipelines": "pipeline", "frontends": "frontend",
-             "backends": "backend", "kernels": "kernel"}  # fmt: skip
+_SINGULAR = {"passes": "pass", "patterns": "pattern", "runnable": "pass or pattern", "pipelines": "pipeline",
+             "frontends": "frontend", "backends": "backend", "kernels": "kernel"}  # fmt: skip
 
 
 class PluginError(IrforgeError):
@@ -40,6 +41,11 @@ class Registry:
     @property
     def pipelines(self) -> dict[str, str]:
         return self.entries["pipelines"]
+
+    @property
+    def runnable(self) -> dict[str, type]:
+        """What pipeline text may name: every pass, and every pattern as a pass of its own."""
+        return self.entries["runnable"]
 
     def provider(self, kind: str, name: str) -> str:
         return self.providers.get((kind, name), "unknown")
@@ -98,6 +104,10 @@ def build_registry(discover: bool = True, plugins: Iterable[Any] = ()) -> Regist
     for provider, patterns in _calls(pm, "irforge_register_patterns", names):
         for pattern in patterns:
             reg.add("patterns", pattern.name, pattern, provider)
+    for name, cls in reg.passes.items():
+        reg.add("runnable", name, cls, reg.provider("passes", name))
+    for name, pattern in reg.entries["patterns"].items():
+        reg.add("runnable", name, pattern_pass(pattern), reg.provider("patterns", name))
     for kind in ("pipelines", "frontends", "backends"):
         for provider, items in _calls(pm, f"irforge_register_{kind}", names):
             for name, item in items:

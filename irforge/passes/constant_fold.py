@@ -1,0 +1,227 @@
+"""constant-fold: compute, once, what every run would compute the same way.
+
+A node folds when its inputs are all constants (or, for ``Shape`` and ``Size``, when its input's
+shape is static); the reference interpreter computes the result.  Before anything runs, ONNX's
+shape inference (fed the small constant inputs) says how large each result will be, so a tensor
+over ``size-limit`` bytes is never materialised: ``ConstantOfShape`` of a huge shape stays an
+op.  A result whose dtype or shape disagrees with the op's schema is refused, not stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+import onnx
+import onnx.defs
+import onnx.shape_inference
+
+from ..core_ir.builder import Builder, NameGenerator
+from ..core_ir.dtypes import DataType, bit_width, from_numpy
+from ..core_ir.errors import InterpreterError
+from ..core_ir.graph import Graph
+from ..core_ir.interpreter import Interpreter
+from ..core_ir.node import Node
+from ..core_ir.serde import Serializer, tensor_to_proto, type_from_proto, type_to_proto
+from ..core_ir.tensors import NumpyTensor, TensorData, nbytes
+from ..core_ir.types import TensorType
+from ..core_ir.value import Value
+from .base import Pass, PassContext, PassResult
+
+NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+FOLDABLE_DOMAINS = frozenset({"", "ai.onnx.ml"})
+_DATA_LIMIT = 4096  # constant inputs up to this many bytes are shown to shape inference as data
+
+
+@dataclass(frozen=True)
+class ConstantFold(Pass):
+    name = "constant-fold"
+    summary = "replace nodes whose inputs are constants (and Shape/Size of static shapes) by their results"
+
+    size_limit: int = 1 << 20
+    """Largest folded result, in bytes."""
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        folder = _Folder(graph, ctx.opset_imports(graph), self.size_limit)
+        for node in list(graph):
+            if node.graph is graph:
+                folder.fold(node)
+        return PassResult(bool(folder.stats["folded"]), folder.stats)
+
+
+class _Folder:
+    def __init__(self, graph: Graph, opsets: dict[str, int], size_limit: int):
+        self.graph, self.opsets, self.size_limit = graph, opsets, size_limit
+        self.stats = {"folded": 0, "shape-folded": 0, "over-size-limit": 0, "refused": 0}
+        self._interpreter: Interpreter | None = None
+        self._names: NameGenerator | None = None
+
+    def fold(self, node: Node) -> None:
+        if node.domain not in FOLDABLE_DOMAINS or node.op_type in NONDETERMINISTIC or node.subgraphs():
+            return
+        if node.op_type in ("Shape", "Size") and self.fold_shape(node):
+            return
+        if not all(v is None or _constant(v) is not None for v in node.inputs):
+            return
+        if node.op_type == "Constant" and not any(o.is_graph_output() for o in node.outputs):
+            pass  # becomes an initializer like any other folded node
+        elif node.op_type == "Constant":
+            return  # already as folded as a graph output can be
+        expected = self.expected_types(node)
+        if expected is None:
+            self.stats["refused"] += 1
+            return
+        if any(t is None or not _static(t) for t in expected):
+            if node.op_type in _MAY_GROW or _input_bytes(node) > self.size_limit:
+                self.stats["over-size-limit"] += 1
+                return
+        elif sum(_type_bytes(t) for t in expected) > self.size_limit:
+            self.stats["over-size-limit"] += 1
+            return
+        args = [None if v is None else _constant(v).numpy() for v in node.inputs]
+        try:
+            results = self.interpreter().evaluate(node, args)
+        except InterpreterError:
+            self.stats["refused"] += 1
+            return
+        if not self.acceptable(node, results, expected):
+            self.stats["refused"] += 1
+            return
+        self.replace(node, results)
+        self.stats["folded"] += 1
+
+    def fold_shape(self, node: Node) -> bool:
+        x = node.inputs[0]
+        t = x.type if x is not None else None
+        if not isinstance(t, TensorType) or not _static(t):
+            return False
+        if node.op_type == "Size":
+            result = np.array(prod(t.shape), dtype=np.int64)
+        else:
+            start, end = node.attr("start", 0), node.attr("end", None)
+            result = np.array(t.shape[start:end], dtype=np.int64)
+        self.replace(node, [result])
+        self.stats["shape-folded"] += 1
+        return True
+
+    def expected_types(self, node: Node) -> list | None:
+        """The output types ONNX's inference gives this node on its constant inputs."""
+        version = self.opsets.get(node.domain, onnx.defs.onnx_opset_version() if not node.domain else 1)
+        try:
+            schema = onnx.defs.get_schema(node.op_type, version, node.domain)
+        except onnx.defs.SchemaError:
+            return None
+        serializer = Serializer()
+        serializer.reserve(self.graph)
+        proto = onnx.NodeProto()
+        serializer.node(node, proto)
+        types, data = {}, {}
+        for v in node.inputs:
+            if v is None:
+                continue
+            c = _constant(v)
+            name = serializer.name(v)
+            tp = onnx.TypeProto()
+            type_to_proto(TensorType(c.dtype, tuple(c.shape)), tp)
+            types[name] = tp
+            if nbytes(c) <= _DATA_LIMIT:
+                tensor_to_proto(c, name, data.setdefault(name, onnx.TensorProto()))
+        try:
+            out = onnx.shape_inference.infer_node_outputs(
+                schema,
+                proto,
+                types,
+                data,
+                opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in self.opsets.items()],
+            )
+        except Exception:  # ONNX's inference rejects the node: leave it to the verifier to explain
+            return None
+        return [type_from_proto(out[serializer.name(o)]) if o is not None and serializer.name(o) in out else None
+                for o in node.outputs]  # fmt: skip
+
+    def acceptable(self, node: Node, results: list, expected: list) -> bool:
+        if len(results) < len([o for o in node.outputs if o is not None]):
+            return False
+        total = 0
+        for o, r, t in zip(node.outputs, results, expected, strict=False):
+            if o is None:
+                continue
+            if not isinstance(r, np.ndarray) or (r.dtype == object and not isinstance(t, TensorType)):
+                return False
+            if isinstance(t, TensorType):
+                if _dtype_of(r) != t.dtype:
+                    return False
+                if t.shape is not None and not _shape_agrees(r.shape, t.shape):
+                    return False
+            if isinstance(o.type, TensorType) and o.type.shape is not None and not _shape_agrees(r.shape, o.type.shape):
+                return False
+            total += r.nbytes
+        return total <= self.size_limit
+
+    def replace(self, node: Node, results: list) -> None:
+        b = Builder(self.graph, before=node, names=self.names())
+        for o, r in zip(node.outputs, results, strict=False):
+            if o is None:
+                continue
+            payload = NumpyTensor(np.asarray(r), o.type.dtype if isinstance(o.type, TensorType) else _dtype_of(r))
+            if o.is_graph_output():  # keeps its name and a producer: a Constant node holds the result
+                c = b.op.Constant(value=payload)
+                c.type = TensorType(payload.dtype, tuple(payload.shape))
+            else:  # the initializer takes the value's name, so the IR still reads the same
+                name, o.name = o.name, None
+                c = b.constant(payload, name=name)
+                o.name = f"{c.name}__folded"
+            o.replace_all_uses_with(c)
+        self.graph.remove(node)
+
+    def interpreter(self) -> Interpreter:
+        if self._interpreter is None:
+            self._interpreter = Interpreter(self.graph, self.opsets)
+        return self._interpreter
+
+    def names(self) -> NameGenerator:
+        if self._names is None:
+            self._names = NameGenerator(self.graph)
+        return self._names
+
+
+_MAY_GROW = frozenset({
+    "ConstantOfShape", "Expand", "Tile", "Range", "Resize", "Upsample", "Pad", "OneHot", "EyeLike", "MatMul",
+    "Gemm", "Einsum", "Gather", "GatherElements", "GatherND", "ScatterND", "ConvTranspose", "CenterCropPad",
+})  # fmt: skip
+"""Ops whose result can be much larger than their inputs: folded only when its size is known."""
+
+
+def _constant(v: Value) -> TensorData | None:
+    """The payload of a constant value: an initializer or a ``Constant`` node's ``value``."""
+    if v.is_constant():
+        c = v.const_value
+        return c if isinstance(c, TensorData) else None
+    return None
+
+
+def _static(t) -> bool:
+    return isinstance(t, TensorType) and t.is_static()
+
+
+def _type_bytes(t: TensorType) -> int:
+    return (prod(t.shape) * max(bit_width(t.dtype), 8) + 7) // 8
+
+
+def _input_bytes(node: Node) -> int:
+    return sum(nbytes(_constant(v)) for v in node.inputs if v is not None)
+
+
+def _shape_agrees(actual: tuple, declared: tuple) -> bool:
+    return len(actual) == len(declared) and all(
+        not isinstance(d, int) or d == a for a, d in zip(actual, declared, strict=True)
+    )
+
+
+def _dtype_of(r: np.ndarray) -> DataType:
+    if r.dtype == object:
+        return DataType.STRING
+    return from_numpy(r.dtype)

@@ -21,17 +21,22 @@ from irforge.plugins import build_registry
 
 REGISTRY = build_registry(discover=False)
 PASSES = sorted(REGISTRY.passes)
+LEVELS = ["O1", "O2"]
 NAMES = list(ns.cases())
 
 
-@pytest.mark.parametrize("pass_name", PASSES)
+def _manager(pipeline: str) -> PassManager:
+    return PassManager.parse(pipeline, REGISTRY.runnable, pipelines=REGISTRY.pipelines)
+
+
+@pytest.mark.parametrize("pass_name", PASSES + LEVELS)
 @pytest.mark.parametrize("name", NAMES)
 def test_pass_keeps_node_suite_outputs(name, pass_name):
     case = ns.cases()[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = irforge.from_onnx(case.model)
-        if PassManager.parse(pass_name, REGISTRY.passes).run(model):
+        if _manager(pass_name).run(model):
             COUNTS[f"passes: {pass_name} changed a node-suite case"] += 1
         verify_model(model)
         checked = False
@@ -46,13 +51,13 @@ def test_pass_keeps_node_suite_outputs(name, pass_name):
     COUNTS[f"passes: {pass_name} keeps node-suite outputs" if checked else "passes: case run by neither engine"] += 1
 
 
-@pytest.mark.parametrize("pipeline", [*PASSES, "fixpoint(canonicalize,dce),topological-sort"])
+@pytest.mark.parametrize("pipeline", [*PASSES, *LEVELS, "fixpoint(canonicalize,dce),topological-sort"])
 @pytest.mark.parametrize("path", tlm.MODELS, ids=os.path.basename)
 def test_pass_keeps_light_model_outputs(path, pipeline):
     """onnxruntime on the original and on the optimized export, same random input."""
     original = onnx.load(path)
     model = irforge.load(path)
-    PassManager.parse(pipeline, REGISTRY.passes).run(model)
+    _manager(pipeline).run(model)
     verify_model(model)
     exported = to_proto(model)
     onnx.checker.check_model(exported, full_check=True)

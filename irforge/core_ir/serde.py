@@ -636,7 +636,7 @@ class Serializer:
 
     def model(self, m: Model, with_graph: bool = True) -> onnx.ModelProto:
         mp = onnx.ModelProto()
-        mp.ir_version = m.ir_version
+        mp.ir_version = _ir_version(m)
         for field in ("producer_name", "producer_version", "domain", "doc_string"):
             if getattr(m, field):
                 setattr(mp, field, getattr(m, field))
@@ -689,6 +689,16 @@ class _Chunks:
 
 def _append_field(out: _Chunks, key: bytes, payload: bytes) -> None:
     out.extend(key + encode_varint(len(payload)) + payload)
+
+
+def _ir_version(m: Model) -> int:
+    """The model's IR version, raised where its content needs more: the opsets it imports (after
+    an upgrade on import) or initializers that are not graph inputs (IR 4 and later)."""
+    opsets = [onnx.helper.make_opsetid(d, v) for d, v in m.opset_imports.items()]
+    version = max(m.ir_version, onnx.helper.find_min_ir_version_for(opsets, ignore_unknown=True))
+    if version < 4 and any(not v.is_graph_input() for v in m.graph.initializers.values()):
+        version = 4
+    return version
 
 
 def model_to_proto(m: Model) -> onnx.ModelProto:

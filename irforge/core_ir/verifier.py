@@ -61,7 +61,9 @@ class _Schema:
             for f in formals:
                 ts = f.type_str
                 if ts in allowed:
-                    out.append((ts, allowed[ts], f.option, f.name))
+                    # a heterogeneous variadic (Scan's V, Loop's V) lets each value take its own type
+                    var = None if f.option == _VARIADIC and not f.is_homogeneous else ts
+                    out.append((var, allowed[ts], f.option, f.name))
                 else:
                     m = _TENSOR_RE.match(ts)
                     known = m is not None and m.group(1) in _DTYPE_BY_ONNX_NAME

@@ -75,9 +75,7 @@ class Pipeline:
 
 
 class _Reader:
-    def __init__(
-        self, text: str, registry: Mapping[str, type[Pass]], pipelines: Mapping[str, str], depth: int = 0
-    ):
+    def __init__(self, text: str, registry: Mapping[str, type[Pass]], pipelines: Mapping[str, str], depth: int = 0):
         self.text, self.registry, self.pipelines, self.depth = text, registry, pipelines, depth
         self.tokens = [(m.group(1), m.group(2), m.start()) for m in _TOKEN.finditer(text) if m.group(0).strip()]
         self.i = 0

@@ -45,7 +45,8 @@ def test_pass_keeps_node_suite_outputs(name, pass_name):
                 ns.assert_similar(expected, interpret(model, ns.feeds(case.model, inputs)), case.rtol, case.atol)
             checked = True
         check, _ = ns.exclusions().get(name, (None, None))
-        if ns.passes_ort(name) and check != "ort":
+        folds = pass_name in ("constant-fold", *LEVELS)
+        if ns.passes_ort(name) and check != "ort" and not (check == "ort-folded" and folds):
             ns.run_ort(to_proto(model), case)
             checked = True
     COUNTS[f"passes: {pass_name} keeps node-suite outputs" if checked else "passes: case run by neither engine"] += 1

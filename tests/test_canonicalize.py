@@ -71,6 +71,18 @@ CASES = [
         ["Relu"],
     ),
     ("dropout-inference", "  %a = Dropout(%x)\n  %y = Relu(%a)\n", "2,3", ["Relu"]),
+    (
+        "dropout-inference-ratio",
+        _c("r", [0.5], shape="") + "  %a = Dropout(%x, %r)\n  %y = Relu(%a)\n",
+        "2,3",
+        ["Relu"],
+    ),
+    (
+        "dropout-training-off",
+        _c("r", [0.5], shape="") + _c("t", ["false"], "bool", "") + "  %a = Dropout(%x, %r, %t)\n  %y = Relu(%a)\n",
+        "2,3",
+        ["Relu"],
+    ),
     ("double-not", "  %a = Not(%x)\n  %b = Not(%a)\n  %y = Not(%b)\n", "2,3", ["Not"]),
 ]
 
@@ -93,6 +105,11 @@ REFUSED = [
         "2,1",
     ),
     ("dropout-inference", "  %a, %mask = Dropout(%x)\n  %y = Where(%mask, %a, %x)\n", "2,3"),
+    (
+        "dropout-training-off",
+        _c("r", [0.0], shape="") + _c("t", ["true"], "bool", "") + "  %y = Dropout(%x, %r, %t)\n",
+        "2,3",
+    ),
 ]
 
 

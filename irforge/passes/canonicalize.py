@@ -114,6 +114,11 @@ def _dropout_inference(m: Match) -> bool:
     return _forwardable(m, "x")
 
 
+def _training_off(m: Match) -> bool:
+    t = m.constant("training")
+    return (t is not None and t.size == 1 and not bool(t.reshape(-1)[0])) or m.fail("training_mode is not false")
+
+
 def _idempotent(op: str) -> Pattern:
     return Pattern(f"{op.lower()}-idempotent", lambda p: getattr(p.op, op)(getattr(p.op, op)(p.var("x"))),
                    lambda b, m: m.nodes[1].outputs[0],
@@ -163,6 +168,15 @@ PATTERNS: list[Pattern] = [
         check=_squeeze_unsqueeze_ok,
     ),
     Pattern("dropout-inference", lambda p: p.op.Dropout(p.var("x")), _x, check=_dropout_inference),
+    Pattern(
+        "dropout-inference-ratio", lambda p: p.op.Dropout(p.var("x"), p.var("ratio")), _x, check=_dropout_inference
+    ),
+    Pattern(
+        "dropout-training-off",
+        lambda p: p.op.Dropout(p.var("x"), p.var("ratio"), p.const("training")),
+        _x,
+        check=lambda m: _training_off(m) and _dropout_inference(m),
+    ),
 ]
 
 

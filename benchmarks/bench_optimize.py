@@ -1,0 +1,188 @@
+"""irforge -O1/-O2 next to onnxslim, onnxscript, onnxsim and onnxoptimizer, in one run.
+
+Models: the light_*.onnx models of the onnx wheel, a BERT-base encoder (random weights, seq 128,
+exported with torch when torch is installed) and the synthetic chains and ladders.  Every run is
+a fresh process (load + optimize, not save), timed and with its peak RSS; the table gives medians
+and the node count after.  A tool that exceeds --timeout on a synthetic size is not run on the
+larger sizes of that kind.
+
+Run:  python benchmarks/bench_optimize.py [--sizes 10000 100000 1000000] [--repeats 3]
+Writes benchmarks/results/optimize.json and optimize.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+TOOLS = ["irforge -O1", "irforge -O2", "onnxslim", "onnxscript", "onnxsim", "onnxoptimizer"]
+
+WORKER = r"""
+import json, os, sys, time, warnings
+warnings.simplefilter("ignore")
+tool, path = sys.argv[1:3]
+
+def peak_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+
+import onnx
+if tool.startswith("irforge"):
+    import irforge
+    level = tool.split("-")[-1]
+    def run():
+        m = irforge.load(path)
+        irforge.optimize(m, level, verify_each=False)
+        return len(m.graph)
+elif tool == "onnxslim":
+    import onnxslim
+    def run():
+        return len(onnxslim.slim(path).graph.node)
+elif tool == "onnxscript":
+    import onnxscript.optimizer
+    def run():
+        return len(onnxscript.optimizer.optimize(onnx.load(path)).graph.node)
+elif tool == "onnxsim":
+    import onnxsim
+    def run():
+        model, _ = onnxsim.simplify(onnx.load(path), check_n=0)
+        return len(model.graph.node)
+else:
+    import onnxoptimizer
+    def run():
+        return len(onnxoptimizer.optimize(onnx.load(path)).graph.node)
+
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+t0 = time.perf_counter()
+nodes = run()
+print(json.dumps({"seconds": time.perf_counter() - t0, "peak_mib": peak_kib() / 1024, "nodes": nodes}))
+"""
+
+
+def measure(tool: str, path: str, timeout: float) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run([sys.executable, "-c", WORKER, tool, path], capture_output=True, text=True,
+                              timeout=timeout, env=env, check=False)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"timeout": timeout}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:200]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def models(tmp: str, sizes: list[int], with_bert: bool) -> list[tuple[str, str, str | None]]:
+    """(name, path, synthetic kind or None)"""
+    import onnx
+    from synthetic import build
+
+    light = sorted(glob.glob(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light/*.onnx")))
+    out = [(os.path.basename(p)[len("light_") : -len(".onnx")], p, None) for p in light]
+    if with_bert:
+        path = os.path.join(tmp, "bert_base.onnx")
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "bert.py"), path], capture_output=True, text=True)
+        if proc.returncode == 0:
+            out.append(("bert-base (seq 128)", path, None))
+        else:
+            print("BERT export failed (is torch installed?):", proc.stderr.strip().splitlines()[-1:], flush=True)
+    for kind in ("chain", "ladder"):
+        for n in sizes:
+            path = os.path.join(tmp, f"{kind}_{n}.onnx")
+            onnx.save(build(kind, n), path)
+            out.append((f"{kind} {n // 1000}k", path, kind))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
+    ap.add_argument("--tools", nargs="+", default=TOOLS)
+    ap.add_argument("--no-bert", action="store_true")
+    args = ap.parse_args()
+    sys.path.insert(0, HERE)
+    import onnx
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        gave_up: dict[tuple[str, str], str] = {}
+        for name, path, kind in models(tmp, args.sizes, not args.no_bert):
+            before = len(onnx.load(path, load_external_data=False).graph.node)
+            for tool in args.tools:
+                row = {"model": name, "tool": tool, "nodes_before": before}
+                if (tool, kind) in gave_up:
+                    row["skipped"] = gave_up[(tool, kind)]
+                    rows.append(row)
+                    continue
+                runs = []
+                for _ in range(args.repeats):
+                    r = measure(tool, path, args.timeout)
+                    runs.append(r)
+                    time.sleep(0.5)
+                    if "seconds" not in r or r["seconds"] > 20:
+                        break  # one run says enough about a slow or failing tool
+                ok = [r for r in runs if "seconds" in r]
+                if ok:
+                    row.update(seconds=statistics.median(r["seconds"] for r in ok),
+                               peak_mib=statistics.median(r["peak_mib"] for r in ok),
+                               nodes=ok[0]["nodes"], runs=[round(r["seconds"], 3) for r in ok])  # fmt: skip
+                else:
+                    row.update({k: v for k, v in runs[0].items() if k in ("timeout", "error")})
+                    if kind is not None and "timeout" in runs[0]:
+                        gave_up[(tool, kind)] = f"> {args.timeout:.0f} s on {name}"
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "optimize.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    with open(os.path.join(RESULTS, "optimize.md"), "w") as f:
+        f.write(table(rows, args.tools))
+    print(table(rows, args.tools))
+
+
+def _cell(r: dict) -> str:
+    if "seconds" in r:
+        return f"{r['nodes']} · {r['seconds']:.2f} s · {r['peak_mib']:.0f} MiB"
+    if "timeout" in r:
+        return f"> {r['timeout']:.0f} s"
+    if "skipped" in r:
+        return "not run (" + r["skipped"] + ")"
+    return "fails: " + r.get("error", "?").replace("|", "/")[:80]
+
+
+def table(rows: list[dict], tools: list[str]) -> str:
+    """One line per model: nodes after · median seconds · peak RSS, for every tool; then the
+    ratio of irforge -O1's time to the fastest peer's and whether -O1 has the fewest nodes."""
+    by = {(r["model"], r["tool"]): r for r in rows}
+    names = list(dict.fromkeys(r["model"] for r in rows))
+    peers = [t for t in tools if not t.startswith("irforge")]
+    head = "| model | nodes | " + " | ".join(tools) + " | -O1 time ÷ fastest peer | -O1 nodes ≤ best peer |\n"
+    out = head + "|" + "---|" * (len(tools) + 4) + "\n"
+    for name in names:
+        cells = [_cell(by.get((name, t), {"skipped": "?"})) for t in tools]
+        mine = by.get((name, "irforge -O1"), {})
+        done = [by[(name, p)] for p in peers if "seconds" in by.get((name, p), {})]
+        ratio = f"{mine['seconds'] / min(r['seconds'] for r in done):.2f}×" if done and "seconds" in mine else "–"
+        fewest = "–"
+        if done and "nodes" in mine:
+            fewest = "yes" if mine["nodes"] <= min(r["nodes"] for r in done) else "no"
+        before = next(r["nodes_before"] for r in rows if r["model"] == name)
+        out += f"| {name} | {before} | " + " | ".join(cells) + f" | {ratio} | {fewest} |\n"
+    return out
+
+
+if __name__ == "__main__":
+    main()

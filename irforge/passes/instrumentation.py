@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..core_ir.errors import IrforgeError
+from ..core_ir.fingerprint import model_fingerprint
 from ..core_ir.model import Model
 from ..core_ir.printer import print_model
 from ..core_ir.verifier import verify_model
@@ -89,12 +90,6 @@ class ChangedCheck(Instrument):
         before = self._before.pop()
         if not result.changed and model_fingerprint(model) != before:
             raise DishonestPassError(f"pass {pass_.name!r} reported changed=False but changed the graph")
-
-
-def model_fingerprint(model: Model) -> str:
-    import hashlib
-
-    return hashlib.blake2b(print_model(model).encode(), digest_size=16).hexdigest()
 
 
 @dataclass

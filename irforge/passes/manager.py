@@ -10,10 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..core_ir.clone import clone_model
 from ..core_ir.errors import IrforgeError
+from ..core_ir.fingerprint import model_fingerprint
+from ..core_ir.gcpause import paused_gc
 from ..core_ir.model import Model
 from ..core_ir.printer import print_model
 from .base import Pass, PassContext, PassResult
-from .instrumentation import Instrument, model_fingerprint
+from .instrumentation import Instrument
 from .pipeline import Element, Fixpoint, Pipeline, str_element
 
 
@@ -111,13 +113,17 @@ class PassManager:
         return changed
 
     def _transaction(self, p: Pass, model: Model, ctx: PassContext) -> PassResult:
-        snapshot = clone_model(model) if self.transactional else None
+        snapshot = None
         try:
-            for inst in self.instruments:
-                inst.before_pass(p, model, ctx)
-            result = self._pass(p, model, ctx)
-            for inst in self.instruments:
-                inst.after_pass(p, model, ctx, result)
+            # The cycle collector would rescan the whole IR (and its snapshot) again and again
+            # while a pass allocates; the garbage of one pass is collected after it instead.
+            with paused_gc():
+                snapshot = clone_model(model) if self.transactional else None
+                for inst in self.instruments:
+                    inst.before_pass(p, model, ctx)
+                result = self._pass(p, model, ctx)
+                for inst in self.instruments:
+                    inst.after_pass(p, model, ctx, result)
             return result
         except Exception as e:
             if snapshot is None:

@@ -66,10 +66,8 @@ class _Folder:
             return
         if not all(v is None or _constant(v) is not None for v in node.inputs):
             return
-        if node.op_type == "Constant" and not any(o.is_graph_output() for o in node.outputs):
-            pass  # becomes an initializer like any other folded node
-        elif node.op_type == "Constant":
-            return  # already as folded as a graph output can be
+        if node.op_type == "Constant" and any(o.is_graph_output() for o in node.outputs):
+            return  # already as folded as a graph output can be; other Constants become initializers
         expected = self.expected_types(node)
         if expected is None:
             self.stats["refused"] += 1

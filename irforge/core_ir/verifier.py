@@ -39,12 +39,14 @@ class _Schema:
     """What the verifier needs of an ``OpSchema``, precomputed once."""
 
     __slots__ = (
-        "attrs", "in_params", "max_in", "max_out", "min_in", "min_out", "out_params", "required", "variadic_in",
+        "attrs", "in_params", "in_range", "max_in", "max_out", "min_in", "min_out", "out_params", "out_range",
+        "required", "variadic_in",
     )  # fmt: skip
 
     def __init__(self, s: onnx.defs.OpSchema):
         self.min_in, self.max_in = s.min_input, s.max_input
         self.min_out, self.max_out = s.min_output, s.max_output
+        self.in_range, self.out_range = range(self.min_in, self.max_in + 1), range(self.min_out, self.max_out + 1)
         allowed: dict[str, frozenset[int] | None] = {}
         for tc in s.type_constraints:
             codes = set()
@@ -97,11 +99,11 @@ class _Verifier:
         self.functions = set(functions)
         self.kernels = kernels
         self.problems: list[Problem] = []
-        self.names: dict[str, Value] = {}
+        self.names: list[str | None] = []  # of every defined value, to find a name defined twice
         # op_type (ONNX domain) or (op_type, domain) -> what to check such nodes against
         self.schemas: dict[str | tuple[str, str], _Schema | str | None] = {}
         self.graphs: list[Graph] = []
-        self.slots = self.registered = self.named = 0
+        self.use_entries = self.expected_use_entries = 0
 
     def add(self, rule: str, msg: str, node: Node | None = None, value: Value | None = None) -> None:
         self.problems.append(Problem(
@@ -109,114 +111,103 @@ class _Verifier:
             value.name if value is not None else None,
         ))  # fmt: skip
 
-    def graph(self, g: Graph, visible: set[Value], what: str = "graph") -> None:
-        """One walk over the nodes; the common case (everything fine) takes the shortest path."""
+    def graph(self, g: Graph, outer: tuple[set[Value], ...] = (), what: str = "graph") -> None:
+        """One walk over the nodes; the common case (everything fine) takes the shortest path.
+
+        ``outer`` holds the live definition sets of the enclosing graphs (not copies, so a subgraph
+        costs its own size only).  Use lists are checked by count: every input slot must be listed
+        by its value (checked inline for the usual one or two readers), and the lists together
+        must hold no more than those slots; only a mismatch pays for the full search.
+        """
         self.graphs.append(g)
-        defined = set(visible)
-        names, schemas, order_bad = self.names, self.schemas, False
-        registered = slots = named = 0
-        add_defined = defined.add
+        defined: set[Value] = set()
+        schemas, order_bad = self.schemas, False
+        add_defined, add_name = defined.add, self.names.append
+        slots = dict_slots = entries = 0
         for v in itertools.chain(g._inputs, g._initializers.values()):
-            if v in defined:
-                continue  # an initializer that is also an input
-            add_defined(v)
-            name = v.name
-            if name is not None:
-                names[name] = v
-                named += 1
-            u = v._uses
-            if u:
-                registered += len(u) >> 1 if type(u) is list else len(u)
+            if v not in defined:  # an initializer may also be an input
+                add_defined(v)
+                add_name(v.name)
+                entries += len(v._uses or ())
         for v in g._initializers.values():
             if v.const_value is None:
                 self.add("initializer", "initializer has no payload", value=v)
         for n in g:
-            key = n.op_type if not n.domain else (n.op_type, n.domain)
-            schema = schemas.get(key, _MISSING)
+            schema = schemas.get(n.op_type if not n.domain else (n.op_type, n.domain), _MISSING)
             if schema is _MISSING:
-                schema = schemas[key] = self.resolve(n)
-            ins = n._inputs
-            params = None
-            if schema is not None:
-                if schema.__class__ is str:
+                schema = schemas[n.op_type if not n.domain else (n.op_type, n.domain)] = self.resolve(n)
+            ins, outs = n._inputs, n._outputs
+            slots += len(ins)
+            checked = schema.__class__ is _Schema
+            if checked:
+                if len(ins) not in schema.in_range or len(outs) not in schema.out_range:
+                    self.check_arity(n, schema)
+                if n._attrs or schema.required:
+                    self.check_attributes(n, schema)
+                params = schema.in_params
+                if schema.variadic_in and len(ins) > len(params):
+                    params = params + [params[-1]] * (len(ins) - len(params))
+                nparams = len(params)
+            else:
+                if schema is not None:
                     self.add(*schema.split("|", 1), n)  # type: ignore[arg-type]
-                else:
-                    if not schema.min_in <= len(ins) <= schema.max_in or not (
-                        schema.min_out <= len(n._outputs) <= schema.max_out
-                    ):
-                        self.check_arity(n, schema)
-                    if n._attrs or schema.required:
-                        self.check_attributes(n, schema)
-                    params = schema.in_params
-                    if len(ins) > len(params) and schema.variadic_in:
-                        params = params + [params[-1]] * (len(ins) - len(params))
-                    nparams = len(params)
-                    bound: dict[str, int] | None = None
-            i = -1
-            for v in ins:
-                i += 1
+                nparams = 0
+            bound: dict[str, int] | None = None
+            for i, v in enumerate(ins):
                 if v is None:
-                    if params is not None and i < nparams and params[i][2] != _OPTIONAL:
+                    slots -= 1
+                    if i < nparams and params[i][2] != _OPTIONAL:
                         self.add("schema", f"required input {i} ({params[i][3]}) is missing", n)
                     continue
-                if v in defined:
-                    slots += 1
-                else:
+                if v not in defined and not any(v in s for s in outer):
                     order_bad |= self.undefined_input(g, n, i, v)
                 u = v._uses
                 if type(u) is list and ((u[0] is n and u[1] == i) or (len(u) > 2 and u[2] is n and u[3] == i)):
                     pass  # the usual one or two readers, checked inline
-                elif not v.is_used_by(n, i):
+                elif v.is_used_by(n, i):
+                    dict_slots += type(u) is dict
+                else:
                     self.add("use-list", f"input {i} %{v.name} does not list this node as a use", n, v)
-                if params is not None and i < nparams:
+                if i < nparams:
                     t = v.type
                     if t.__class__ is TensorType:
-                        p = params[i]
+                        var, allowed, _, _ = params[i]
                         dt = t.dtype
-                        if p[1] is not None and dt not in p[1]:
-                            self.type_problem(n, v, p, f"input {i}", None)
-                        if p[0] is not None:
+                        if allowed is not None and dt not in allowed:
+                            self.type_problem(n, v, params[i], f"input {i}", None)
+                        if var is not None:
                             if bound is None:
-                                bound = {p[0]: dt}
-                            else:
-                                prev = bound.setdefault(p[0], dt)
-                                if prev != dt:
-                                    self.type_problem(n, v, p, f"input {i}", prev)
+                                bound = {var: dt}
+                            elif bound.setdefault(var, dt) != dt:
+                                self.type_problem(n, v, params[i], f"input {i}", bound[var])
             if n._attrs:
                 for a in n._attrs.values():
                     for sub in a.graphs:
-                        self.graph(sub, defined, f"subgraph {a.name}")
-            j = -1
-            for o in n._outputs:
-                j += 1
+                        self.graph(sub, (defined, *outer), f"subgraph {a.name}")
+            for j, o in enumerate(outs):
                 if o is None:
                     continue
                 if o._producer is not n:
                     self.add("use-list", f"output %{o.name} does not name this node as its producer", n, o)
-                name = o.name
-                if name is not None:
-                    names[name] = o
-                    named += 1
+                add_name(o.name)
                 add_defined(o)
-                u = o._uses
-                if u:
-                    registered += len(u) >> 1 if type(u) is list else len(u)
-                if params is not None and o.type.__class__ is TensorType:
-                    if bound is None:
-                        bound = {}
-                    self.check_output_type(n, j, o, schema, bound)
-        self.slots += slots
-        self.named += named
-        self.registered += registered
+                entries += len(o._uses or ())
+                if checked and o.type.__class__ is TensorType:
+                    self.check_output_type(n, j, o, schema, {} if bound is None else bound)
+        # a flat use list holds two entries per use, a dict one
+        self.expected_use_entries += 2 * (slots - dict_slots) + dict_slots
+        self.use_entries += entries
         if order_bad:
             self.cycles(g)
         for i, v in enumerate(g.outputs):
-            if v not in defined:
+            if v not in defined and not any(v in s for s in outer):
                 self.add("ssa", f"{what} output {i} %{v.name} is not defined", value=v)
 
     def check_unique_names(self) -> None:
-        """Names are counted on the fast path; only when two values share one is it found here."""
-        if len(self.names) == self.named:
+        """Names are collected on the fast path; only when two values share one is it found here."""
+        names = self.names
+        unnamed = names.count(None)
+        if len(set(names)) == len(names) - unnamed + (unnamed > 0):
             return
         seen: dict[str, Value] = {}
         for g in self.graphs:
@@ -237,7 +228,7 @@ class _Verifier:
 
     def check_use_counts(self) -> None:
         """Every registered use must be a real input slot: catches uses left by removed nodes."""
-        if self.registered != self.slots:
+        if self.use_entries != self.expected_use_entries:
             values = {v for g in self.graphs for v in g.values()}
             stale = [
                 (v, user)
@@ -336,7 +327,7 @@ class _Verifier:
 def _collect(g: Graph, opsets, functions, kernels, subject) -> list[Problem]:
     ver = _Verifier(opsets, functions, kernels)
     with paused_gc():
-        ver.graph(g, set())
+        ver.graph(g)
         ver.check_use_counts()
         ver.check_unique_names()
     return ver.problems

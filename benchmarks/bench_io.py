@@ -90,6 +90,7 @@ def main() -> None:
     ap.add_argument("--kinds", nargs="+", default=["chain", "ladder"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--repeats-large", type=int, default=None, help="runs per step at 1M nodes and more")
+    ap.add_argument("--steps", nargs="+", default=None, help="measure only these steps; keep io.json's other rows")
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import onnx
@@ -103,7 +104,7 @@ def main() -> None:
                 onnx.save(build(kind, size), path)
                 mib = os.path.getsize(path) / 2**20
                 for tool, steps in STEPS.items():
-                    for step in steps:
+                    for step in steps if args.steps is None else [s for s in steps if s in args.steps]:
                         runs = []
                         large = size >= 1_000_000 and args.repeats_large is not None
                         for _ in range(args.repeats_large if large else args.repeats):
@@ -120,6 +121,10 @@ def main() -> None:
                         print(f"{kind:6} {size:>8} {tool:8} {step:6} {row['seconds']:8.3f}s "
                               f"peak {row['peak_mib']:7.0f} MiB (+{row['delta_mib']:.0f})", flush=True)  # fmt: skip
     os.makedirs(RESULTS, exist_ok=True)
+    if args.steps is not None and os.path.exists(os.path.join(RESULTS, "io.json")):
+        with open(os.path.join(RESULTS, "io.json")) as f:
+            fresh = {(r["kind"], r["nodes"], r["tool"], r["step"]) for r in rows}
+            rows = [r for r in json.load(f) if (r["kind"], r["nodes"], r["tool"], r["step"]) not in fresh] + rows
     with open(os.path.join(RESULTS, "io.json"), "w") as f:
         json.dump(rows, f, indent=1)
     with open(os.path.join(RESULTS, "io.md"), "w") as f:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core_ir.attributes import AttrKind
+from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
 from ..core_ir.node import Node
+from ..core_ir.tensors import num_elements
+from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
 
 NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -57,8 +60,23 @@ def _key(node: Node) -> tuple | None:
             attrs.append((a.name, int(a.value.dtype), array.shape, array.tobytes()))
         else:
             return None  # subgraphs, sparse tensors, type protos: not compared
-    inputs = tuple(id(v) if v is not None else None for v in node.inputs)
+    inputs = tuple(_input_key(v) for v in node.inputs)
     return (node.op_type, node.overload, inputs, len(node.outputs), tuple(attrs))
+
+
+SMALL_CONSTANT = 64
+"""Constants up to this many elements are compared by value: rewrites and exporters write equal
+shapes and scalars as separate initializers, and two Reshapes by equal shapes are one."""
+
+
+def _input_key(v: Value | None):
+    if v is None:
+        return None
+    c = v.const_value
+    if v.is_constant() and c.dtype != DataType.STRING and num_elements(c.shape) <= SMALL_CONSTANT:
+        array = c.numpy()
+        return (int(c.dtype), array.shape, array.tobytes())
+    return id(v)
 
 
 def _mergeable(dup: Node, keep: Node) -> bool:

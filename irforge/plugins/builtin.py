@@ -6,6 +6,8 @@ from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
+from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
+from ..passes.fuse_matmul_add import FuseMatMulAdd
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
 from ..passes.shape_inference import ShapeInference
@@ -17,13 +19,13 @@ from .hookspecs import hookimpl
 def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
-        DeadCodeElimination, TopologicalSort,
+        DeadCodeElimination, TopologicalSort, FuseMatMulAdd,
     ]  # fmt: skip
 
 
 @hookimpl
 def irforge_register_patterns() -> list:
-    return list(PATTERNS)
+    return [*PATTERNS, *FUSION_PATTERNS]
 
 
 @hookimpl

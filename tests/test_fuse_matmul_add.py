@@ -122,3 +122,42 @@ def test_cse_does_not_merge_through_an_overridable_initializer():
     model = irforge.from_onnx(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)]))
     PassManager.parse("cse", REGISTRY.runnable).run(model)
     assert [n.op_type for n in model.graph] == ["Reshape", "Reshape"]
+
+
+def _sandwich(*, restore=(-1, 4), scale=(0.5,), leak_inner=False):
+    """Reshape → GELU (reads its input twice) → Reshape, as the fusion leaves between two layers."""
+    consts = {"s1": np.array([2, 3, 4], np.int64), "s2": np.array(restore, np.int64),
+              "root2": np.array(1.4142135, np.float32), "one": np.array([1.0], np.float32),
+              "half": np.array(scale, np.float32)}  # fmt: skip
+    nodes = [
+        oh.make_node("Reshape", ["x", "s1"], ["y"]),
+        oh.make_node("Div", ["y", "root2"], ["d"]),
+        oh.make_node("Erf", ["d"], ["e"]),
+        oh.make_node("Add", ["e", "one"], ["a"]),
+        oh.make_node("Mul", ["y", "a"], ["m"]),
+        oh.make_node("Mul", ["m", "half"], ["o"]),
+        oh.make_node("Reshape", ["o", "s2"], ["out"]),
+    ]
+    outputs = [oh.make_tensor_value_info("out", TensorProto.FLOAT, None)]
+    if leak_inner:
+        outputs.append(oh.make_tensor_value_info("e", TensorProto.FLOAT, None))
+    graph = oh.make_graph(nodes, "gelu", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])], outputs,
+                          initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])  # fmt: skip
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+
+
+def test_reshapes_around_an_elementwise_dag_cancel():
+    ops = _optimize(_sandwich(), "shape-inference,cancel-reshapes")
+    assert ops == ["Div", "Erf", "Add", "Mul", "Mul"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "why"),
+    [
+        ({"restore": (3, 8)}, "the second Reshape does not restore the first one's input shape"),
+        ({"scale": (0.5, 0.5, 0.5, 0.5)}, "a constant of shape [4] could broadcast differently"),
+        ({"leak_inner": True}, "a value inside the region is a graph output"),
+    ],
+)
+def test_what_cancel_reshapes_refuses(variant, why):
+    assert _optimize(_sandwich(**variant), "shape-inference,cancel-reshapes").count("Reshape") == 2, why

@@ -10,6 +10,7 @@ must be static.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.rewriter import apply_patterns
+from ..core_ir.types import TensorType
 from .base import Pass, PassContext, PassResult
 
 _GEMM_TYPES = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
@@ -44,14 +46,23 @@ def _linear_layer(m: Match) -> bool:
 
 
 def _gemm(b, m: Match):
+    """The new values are typed here (every shape is static), so later passes need no new inference."""
     x, w, c = m["x"], m["w"], m["c"]
-    shape = m.shape("x")
+    shape, dtype = m.shape("x"), m.dtype("x")
+    k, n = m.constant("w").shape
+    rows = math.prod(shape[:-1])
     bias = c if m.constant("c").ndim == 1 else b.constant(m.constant("c").reshape(-1))
     if len(shape) == 2:
-        return b.op.Gemm(x, w, bias)
-    k, n = m.constant("w").shape
-    flat = b.op.Reshape(x, b.constant(np.array([-1, k], dtype=np.int64)))
-    return b.op.Reshape(b.op.Gemm(flat, w, bias), b.constant(np.array([*shape[:-1], n], dtype=np.int64)))
+        return _typed(b.op.Gemm(x, w, bias), dtype, (rows, n))
+    flat = _typed(b.op.Reshape(x, b.constant(np.array([-1, k], dtype=np.int64))), dtype, (rows, k))
+    product = _typed(b.op.Gemm(flat, w, bias), dtype, (rows, n))
+    restored = b.op.Reshape(product, b.constant(np.array([*shape[:-1], n], dtype=np.int64)))
+    return _typed(restored, dtype, (*shape[:-1], n))
+
+
+def _typed(v, dtype: int, shape: tuple[int, ...]):
+    v.type = TensorType(DataType(dtype), tuple(shape))
+    return v
 
 
 PATTERNS: list[Pattern] = [

@@ -3,8 +3,9 @@
 - ``O0``: nothing; the model is only loaded, verified and saved.
 - ``O1``: the cleanup every model wants and no result can notice: inline model-local functions,
   infer shapes, fold constants (results up to 1 MiB), fuse linear layers (MatMul + bias Add) into
-  Gemm, then canonicalize, fold, merge common subexpressions and drop dead code until nothing
-  changes; finally a topological order.
+  Gemm and drop the Reshape pairs that leaves around element-wise activations, then canonicalize,
+  fold, merge common subexpressions and drop dead code until nothing changes; finally a
+  topological order.
 - ``O2``: ``O1``, then shapes are inferred again on the simplified graph (folding often makes
   shapes static that were not) and the simplification round runs once more to use them.
 - ``O3``: ``O2`` with a 16 MiB folding limit: fewer nodes for larger files.
@@ -12,14 +13,15 @@
 
 from __future__ import annotations
 
+_FUSE = "fuse-matmul-add,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
 
 LEVELS: dict[str, str] = {
     "O0": "",
-    "O1": f"inline-functions,shape-inference,constant-fold,fuse-matmul-add,{_SIMPLIFY},topological-sort",
+    "O1": f"inline-functions,shape-inference,constant-fold,{_FUSE},{_SIMPLIFY},topological-sort",
     "O2": f"O1,shape-inference,{_SIMPLIFY},topological-sort",
     "O3": (
-        "inline-functions,shape-inference,constant-fold{size-limit=16777216},fuse-matmul-add,"
+        "inline-functions,shape-inference,constant-fold{size-limit=16777216},fuse-matmul-add,cancel-reshapes,"
         "fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "shape-inference,fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "topological-sort"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..passes.cancel_reshapes import CancelReshapes
 from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
@@ -19,7 +20,7 @@ from .hookspecs import hookimpl
 def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
-        DeadCodeElimination, TopologicalSort, FuseMatMulAdd,
+        DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes,
     ]  # fmt: skip
 
 

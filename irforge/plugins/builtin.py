@@ -7,6 +7,7 @@ from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
+from ..passes.freeze_initializers import FreezeInitializers
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
 from ..passes.fuse_matmul_add import FuseMatMulAdd
 from ..passes.inline_functions import InlineFunctions
@@ -20,7 +21,7 @@ from .hookspecs import hookimpl
 def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
-        DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes,
+        DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
     ]  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from irforge.passes.manager import PassManager
 from irforge.plugins import build_registry
 
 REGISTRY = build_registry(discover=False)
+INPUTS = (("x", [2, 3]), ("s", [3]), ("one", [3]))
 FEEDS = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
 
 
@@ -24,8 +25,7 @@ def _scaled(ir_version: int):
     graph = oh.make_graph(
         [oh.make_node("Add", ["s", "one"], ["k"]), oh.make_node("Mul", ["x", "k"], ["y"])],
         "scaled",
-        [oh.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in
-         (("x", [2, 3]), ("s", [3]), ("one", [3]))],  # fmt: skip
+        [oh.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n, shape in INPUTS],
         [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
         initializer=[s, one],
     )

@@ -3,7 +3,8 @@
 - ``O0``: nothing; the model is only loaded, verified and saved.
 - ``O1``: the cleanup every model wants and no result can notice: in models older than IR 4,
   initializers leave the graph inputs (callers could never feed them), inline model-local functions,
-  infer shapes, fold constants (results up to 1 MiB), fuse linear layers (MatMul + bias Add) into
+  infer shapes, fold constants (results up to 1 MiB), fold BatchNormalization and per-channel
+  scale/shift into the Conv before them, fuse linear layers (MatMul + bias Add) into
   Gemm and drop the Reshape pairs that leaves around element-wise activations, then canonicalize,
   fold, merge common subexpressions and drop dead code until nothing changes; finally a
   topological order.
@@ -14,7 +15,7 @@
 
 from __future__ import annotations
 
-_FUSE = "fuse-matmul-add,cancel-reshapes"
+_FUSE = "fuse-conv-bn,fuse-matmul-add,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
 
 LEVELS: dict[str, str] = {
@@ -22,7 +23,8 @@ LEVELS: dict[str, str] = {
     "O1": f"freeze-initializers,inline-functions,shape-inference,constant-fold,{_FUSE},{_SIMPLIFY},topological-sort",
     "O2": f"O1,shape-inference,{_SIMPLIFY},topological-sort",
     "O3": (
-        "freeze-initializers,inline-functions,shape-inference,constant-fold{size-limit=16777216},fuse-matmul-add,cancel-reshapes,"
+        "freeze-initializers,inline-functions,shape-inference,constant-fold{size-limit=16777216},"
+        f"{_FUSE},"
         "fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "shape-inference,fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "topological-sort"

@@ -8,6 +8,8 @@ from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
 from ..passes.freeze_initializers import FreezeInitializers
+from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
+from ..passes.fuse_conv_bn import FuseConvBatchNorm
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
 from ..passes.fuse_matmul_add import FuseMatMulAdd
 from ..passes.inline_functions import InlineFunctions
@@ -22,12 +24,13 @@ def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
+        FuseConvBatchNorm,
     ]  # fmt: skip
 
 
 @hookimpl
 def irforge_register_patterns() -> list:
-    return [*PATTERNS, *FUSION_PATTERNS]
+    return [*PATTERNS, *FUSION_PATTERNS, *CONV_PATTERNS]
 
 
 @hookimpl

@@ -1,0 +1,217 @@
+"""fuse-conv-bn: per-channel affine steps after a Conv folded into its weights and bias.
+
+In inference a BatchNormalization is ``x * s + t`` per channel, with ``s = scale / sqrt(var + eps)``
+and ``t = bias - mean * s``; a Conv with constant weights absorbs it exactly (``W * s`` per output
+channel, bias ``(B - mean) * s + bias``), so every Conv+BN block of a CNN loses a node.  Caffe-era
+models follow the BatchNormalization with a separate scale layer (``Mul`` and ``Add`` by per-channel
+constants); those fold into the BatchNormalization, or into a Conv directly.  The new weights are
+computed in float64 and stored in the Conv's dtype.  Weights that are not materialised (an op such
+as ConstantOfShape over the folding limit) are left alone, since fusing would materialise them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core_ir.dtypes import DataType
+from ..core_ir.graph import Graph
+from ..core_ir.pattern import Match, Pattern
+from ..core_ir.rewriter import apply_patterns
+from .base import Pass, PassContext, PassResult
+
+_FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
+
+
+def per_channel(c: np.ndarray | None, rank: int | None, channels: int) -> np.ndarray | None:
+    """``c`` as one number per channel (axis 1) when it broadcasts that way onto a rank-``rank``
+    tensor without growing it; otherwise None."""
+    if c is None or rank is None or rank < 2 or c.ndim > rank:
+        return None
+    dims = (1,) * (rank - c.ndim) + c.shape
+    if any(d != 1 for i, d in enumerate(dims) if i != 1) or dims[1] not in (1, channels):
+        return None
+    return np.broadcast_to(c.reshape(-1).astype(np.float64), (channels,))
+
+
+def _one_float_type(m: Match, *names: str) -> bool:
+    dtypes = {m.dtype(n) for n in names}
+    return len(dtypes) == 1 and dtypes.pop() in _FLOATS
+
+
+def _inference_bn(m: Match, node_index: int) -> bool:
+    """The BatchNormalization computes its one output from constant statistics."""
+    bn = m.nodes[node_index]
+    if bn.op_type != "BatchNormalization":
+        return m.fail("internal: the matched node is not the BatchNormalization")
+    mode = bn.attributes.get("training_mode")
+    if mode is not None and (mode.ref is not None or mode.value != 0):
+        return m.fail("the BatchNormalization is in training mode")
+    eps = bn.attributes.get("epsilon")
+    if eps is not None and eps.ref is not None:
+        return m.fail("epsilon refers to a function attribute")
+    if any(o is not None and o.has_uses() for o in bn.outputs[1:]):
+        return m.fail("the running statistics outputs are read")
+    stats = [m.constant(n) for n in ("scale", "bias", "mean", "var")]
+    if any(s is None or s.ndim != 1 or s.size != stats[0].size for s in stats):
+        return m.fail("the statistics are not constant vectors of one length")
+    return True
+
+
+def _inner_single_use(m: Match) -> bool:
+    """The fused-away result (the inner node's, matched last) has no other reader."""
+    v = m.nodes[-1].outputs[0]
+    return v.num_uses() == 1 and not v.is_graph_output()
+
+
+def _epsilon(m: Match, node_index: int) -> float:
+    eps = m.nodes[node_index].attributes.get("epsilon")
+    return 1e-5 if eps is None else float(eps.value)
+
+
+def _conv_weights(m: Match) -> bool:
+    w = m.constant("w")
+    if w is None or w.ndim < 3:
+        return m.fail("the weight is not a materialised constant")
+    if "b" in m.values and (m.constant("b") is None or m.constant("b").shape != (w.shape[0],)):
+        return m.fail("the bias is not a constant vector")
+    names = ("x", "w", "b") if "b" in m.values else ("x", "w")
+    if not _one_float_type(m, *names):
+        return m.fail("the dtypes are not one float type")
+    if not _inner_single_use(m):
+        return m.fail("the Conv's result is read elsewhere")
+    return True
+
+
+def _conv(b, m: Match, scale: np.ndarray, shift: np.ndarray):
+    """Conv with weights ``W * scale`` and bias ``B * scale + shift``, per output channel."""
+    w = m.constant("w")
+    old_bias = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(w.shape[0])
+    new_w = (w.astype(np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+    new_b = (old_bias * scale + shift).astype(w.dtype)
+    conv = m.nodes[-1]
+    out = b.op.Conv(m["x"], b.constant(new_w), b.constant(new_b), **conv.attributes)
+    out.type = m.outputs[0].type
+    return out
+
+
+def _conv_bn_check(m: Match) -> bool:
+    if not _conv_weights(m) or not _inference_bn(m, 0):
+        return False
+    if m.constant("scale").size != m.constant("w").shape[0]:
+        return m.fail("the BatchNormalization's channels are not the Conv's")
+    return _one_float_type(m, "x", "scale", "bias", "mean", "var")
+
+
+def _conv_bn(b, m: Match):
+    c = {n: m.constant(n).astype(np.float64) for n in ("scale", "bias", "mean", "var")}
+    s = c["scale"] / np.sqrt(c["var"] + _epsilon(m, 0))
+    return _conv(b, m, s, c["bias"] - c["mean"] * s)
+
+
+def _conv_affine_check(m: Match) -> bool:
+    if not _conv_weights(m) or not _one_float_type(m, "x", "k"):
+        return False
+    w = m.constant("w")
+    if per_channel(m.constant("k"), w.ndim, w.shape[0]) is None:
+        return m.fail("the operand is not one constant per output channel")
+    return True
+
+
+def _conv_mul(b, m: Match):
+    w = m.constant("w")
+    k = per_channel(m.constant("k"), w.ndim, w.shape[0])
+    return _conv(b, m, k, np.zeros(w.shape[0]))
+
+
+def _conv_add(b, m: Match):
+    w = m.constant("w")
+    return _conv(b, m, np.ones(w.shape[0]), per_channel(m.constant("k"), w.ndim, w.shape[0]))
+
+
+def _bn_affine_check(m: Match) -> bool:
+    if not _inference_bn(m, -1) or not _one_float_type(m, "x", "scale", "bias", "k"):
+        return False
+    if not _inner_single_use(m):
+        return m.fail("the BatchNormalization's result is read elsewhere")
+    if per_channel(m.constant("k"), m.rank("x"), m.constant("scale").size) is None:
+        return m.fail("the operand is not one constant per channel (or the input's rank is unknown)")
+    return True
+
+
+def _bn(b, m: Match, scale_by: np.ndarray, shift: np.ndarray):
+    """BatchNormalization with ``scale * scale_by`` and ``bias * scale_by + shift``."""
+    dtype = m.constant("scale").dtype
+    scale = (m.constant("scale").astype(np.float64) * scale_by).astype(dtype)
+    bias = (m.constant("bias").astype(np.float64) * scale_by + shift).astype(dtype)
+    bn = m.nodes[-1]
+    attrs = {k: a for k, a in bn.attributes.items() if k != "training_mode"}
+    out = b.op.BatchNormalization(m["x"], b.constant(scale), b.constant(bias), m["mean"], m["var"], **attrs)
+    out.type = m.outputs[0].type
+    return out
+
+
+def _k(m: Match) -> np.ndarray:
+    return per_channel(m.constant("k"), m.rank("x"), m.constant("scale").size)
+
+
+def _bn_mul(b, m: Match):
+    return _bn(b, m, _k(m), np.zeros(m.constant("scale").size))
+
+
+def _bn_add(b, m: Match):
+    return _bn(b, m, np.ones(m.constant("scale").size), _k(m))
+
+
+def _conv_source(p, with_bias: bool):
+    inputs = (p.var("x"), p.const("w"), p.const("b")) if with_bias else (p.var("x"), p.const("w"))
+    return p.op.Conv(*inputs)
+
+
+def _patterns() -> list[Pattern]:
+    patterns = []
+    for with_bias in (False, True):
+        suffix = "-bias" if with_bias else ""
+
+        def conv(p, with_bias=with_bias):
+            return _conv_source(p, with_bias)
+
+        def bn(p, conv=conv):
+            stats = [p.const(n) for n in ("scale", "bias", "mean", "var")]
+            return p.op.BatchNormalization(conv(p), *stats)
+
+        def mul(p, conv=conv):
+            return p.op.Mul(conv(p), p.const("k"))
+
+        def add(p, conv=conv):
+            return p.op.Add(conv(p), p.const("k"))
+
+        patterns += [
+            Pattern(f"conv{suffix}-batchnorm", bn, _conv_bn, check=_conv_bn_check),
+            Pattern(f"conv{suffix}-mul", mul, _conv_mul, check=_conv_affine_check),
+            Pattern(f"conv{suffix}-add", add, _conv_add, check=_conv_affine_check),
+        ]
+
+    def bn_source(p):
+        stats = [p.const(n) for n in ("scale", "bias", "mean", "var")]
+        return p.op.BatchNormalization(p.var("x"), *stats)
+
+    patterns += [
+        Pattern("batchnorm-mul", lambda p: p.op.Mul(bn_source(p), p.const("k")), _bn_mul, check=_bn_affine_check),
+        Pattern("batchnorm-add", lambda p: p.op.Add(bn_source(p), p.const("k")), _bn_add, check=_bn_affine_check),
+    ]
+    return patterns
+
+
+PATTERNS: list[Pattern] = _patterns()
+
+
+@dataclass(frozen=True)
+class FuseConvBatchNorm(Pass):
+    name = "fuse-conv-bn"
+    summary = "BatchNormalization and per-channel constant Mul/Add folded into the Conv (or BatchNormalization) before"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        result = apply_patterns(graph, PATTERNS)
+        return PassResult(result.changed, result.counts())

@@ -1,0 +1,141 @@
+"""fuse-conv-bn: BatchNormalization and per-channel Mul/Add folded into the Conv or BatchNormalization
+before them; the same numbers on the interpreter and onnxruntime, and refusals where folding would be wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+
+import irforge
+from irforge.backends.onnx import to_proto
+from irforge.core_ir import interpret, verify_model
+from irforge.passes.fuse_conv_bn import per_channel
+from irforge.passes.manager import PassManager
+from irforge.plugins import build_registry
+
+REGISTRY = build_registry(discover=False)
+RNG = np.random.default_rng(1)
+C_IN, C_OUT = 3, 4
+
+
+def _init(name: str, array: np.ndarray):
+    return numpy_helper.from_array(array.astype(np.float32), name)
+
+
+def _model(tail: list, extra_inits: list, *, bias=True, group=1, extra_output: str | None = None):
+    """x -> Conv(w[, b]) -> ``tail`` nodes -> y."""
+    c_in = C_IN if group == 1 else group
+    inits = [_init("w", RNG.standard_normal((C_OUT, c_in // group, 3, 3)))]
+    conv_inputs = ["x", "w"]
+    if bias:
+        inits.append(_init("b", RNG.standard_normal(C_OUT)))
+        conv_inputs.append("b")
+    nodes = [oh.make_node("Conv", conv_inputs, ["c"], pads=[1, 1, 1, 1], group=group), *tail]
+    outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if extra_output:
+        outputs.append(oh.make_tensor_value_info(extra_output, TensorProto.FLOAT, None))
+    graph = oh.make_graph(nodes, "conv", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, c_in, 5, 5])],
+                          outputs, initializer=inits + extra_inits)  # fmt: skip
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _bn_inits(channels=C_OUT):
+    return [
+        _init("scale", RNG.standard_normal(channels)),
+        _init("bias", RNG.standard_normal(channels)),
+        _init("mean", RNG.standard_normal(channels)),
+        _init("var", RNG.uniform(0.5, 2.0, channels)),
+    ]
+
+
+def _bn(src="c", dst="y", **attrs):
+    return oh.make_node("BatchNormalization", [src, "scale", "bias", "mean", "var"], [dst], **attrs)
+
+
+def _optimize(proto, pipeline="fuse-conv-bn,dce"):
+    """Run the pipeline; check interpreter and onnxruntime give the original's numbers."""
+    shape = [d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
+    want = ort.InferenceSession(proto.SerializeToString()).run(None, feeds)
+    model = irforge.from_onnx(proto)
+    PassManager.parse(pipeline, REGISTRY.runnable, pipelines=REGISTRY.pipelines).run(model)
+    verify_model(model)
+    for got, ref in zip(interpret(model, feeds), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    exported = to_proto(model).SerializeToString()
+    for got, ref in zip(ort.InferenceSession(exported).run(None, feeds), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    return [n.op_type for n in model.graph]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_batchnorm_is_one_conv(bias):
+    assert _optimize(_model([_bn(epsilon=1e-3)], _bn_inits(), bias=bias)) == ["Conv"]
+
+
+def test_depthwise_conv_batchnorm_is_one_conv():
+    assert _optimize(_model([_bn()], _bn_inits(), group=C_OUT)) == ["Conv"]
+
+
+@pytest.mark.parametrize("shape", [(C_OUT, 1, 1), (1, C_OUT, 1, 1), (1,), ()])
+@pytest.mark.parametrize("op", ["Mul", "Add"])
+def test_per_channel_mul_and_add_fold_into_the_conv(op, shape):
+    k = _init("k", RNG.standard_normal(shape))
+    assert _optimize(_model([oh.make_node(op, ["c", "k"], ["y"])], [k])) == ["Conv"]
+
+
+def test_caffe_scale_layer_folds_into_batchnorm_then_conv():
+    m, a = _init("m", RNG.standard_normal((C_OUT, 1, 1))), _init("a", RNG.standard_normal((C_OUT, 1, 1)))
+    tail = [_bn(dst="n"), oh.make_node("Mul", ["m", "n"], ["s"]), oh.make_node("Add", ["s", "a"], ["y"])]
+    assert _optimize(_model(tail, [*_bn_inits(), m, a])) == ["Conv"]
+
+
+def test_batchnorm_after_a_non_conv_absorbs_the_scale_layer():
+    m, a = _init("m", RNG.standard_normal((C_OUT, 1, 1))), _init("a", RNG.standard_normal((C_OUT, 1, 1)))
+    tail = [oh.make_node("Relu", ["c"], ["r"]), _bn(src="r", dst="n"), oh.make_node("Mul", ["n", "m"], ["s"]),
+            oh.make_node("Add", ["s", "a"], ["y"])]  # fmt: skip
+    assert _optimize(_model(tail, [*_bn_inits(), m, a]), "shape-inference,fuse-conv-bn,dce") == [
+        "Conv", "Relu", "BatchNormalization"
+    ]  # fmt: skip
+
+
+def test_a_conv_result_read_elsewhere_is_not_fused():
+    tail = [_bn(), oh.make_node("Relu", ["c"], ["r"])]
+    assert _optimize(_model(tail, _bn_inits(), extra_output="r")) == ["Conv", "BatchNormalization", "Relu"]
+
+
+def test_a_spatially_varying_operand_is_not_folded():
+    k = _init("k", RNG.standard_normal((C_OUT, 5, 5)))
+    assert _optimize(_model([oh.make_node("Mul", ["c", "k"], ["y"])], [k])) == ["Conv", "Mul"]
+
+
+def test_an_operand_that_grows_the_result_is_not_folded():
+    k = _init("k", RNG.standard_normal((3, 1, 1, 1, 1)))
+    assert _optimize(_model([oh.make_node("Add", ["c", "k"], ["y"])], [k])) == ["Conv", "Add"]
+
+
+def test_weights_fed_at_run_time_are_not_fused():
+    proto = _model([_bn()], _bn_inits())
+    proto.graph.input.append(oh.make_tensor_value_info("w", TensorProto.FLOAT, [C_OUT, C_IN, 3, 3]))
+    model = irforge.from_onnx(proto)
+    PassManager.parse("fuse-conv-bn", REGISTRY.runnable).run(model)
+    assert [n.op_type for n in model.graph] == ["Conv", "BatchNormalization"]
+
+
+def test_training_mode_batchnorm_is_not_fused():
+    proto = _model([_bn(training_mode=1)], _bn_inits())
+    proto.graph.node[1].output.extend(["rm", "rv"])
+    model = irforge.from_onnx(proto)
+    PassManager.parse("fuse-conv-bn", REGISTRY.runnable).run(model)
+    assert [n.op_type for n in model.graph] == ["Conv", "BatchNormalization"]
+
+
+def test_per_channel_reads_broadcasting_onto_axis_one():
+    assert per_channel(np.ones((4, 1, 1)), 4, 4).shape == (4,)
+    assert per_channel(np.ones(()), 4, 4).shape == (4,)
+    assert per_channel(np.ones((4,)), 4, 4) is None  # broadcasts onto the last axis
+    assert per_channel(np.ones((4, 1, 1)), 4, 5) is None
+    assert per_channel(np.ones((1, 1, 1, 1, 1)), 4, 4) is None

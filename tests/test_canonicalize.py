@@ -22,6 +22,8 @@ def _i64(name: str, values: list) -> str:
     return _c(name, values, "i64")
 
 
+FILL = "  %f = ConstantOfShape(%s) <value = dense<f32[1]>[0.5]>\n"
+
 # (rule, graph body, input shape, op types left after; the graph returns %y)
 CASES = [
     ("identity", "  %t = Identity(%x)\n  %y = Relu(%t)\n", "2,3", ["Relu"]),
@@ -72,6 +74,23 @@ CASES = [
     ),
     ("dropout-inference", "  %a = Dropout(%x)\n  %y = Relu(%a)\n", "2,3", ["Relu"]),
     (
+        "reshape-of-filled",
+        _i64("s", [2, 3]) + _i64("t", [0, -1, 1]) + FILL + "  %r = Reshape(%f, %t)\n  %y = Add(%x, %r)\n",
+        "2,3,1",
+        ["ConstantOfShape", "Add"],
+    ),
+    (
+        "transpose-of-filled",
+        _i64("s", [3, 2]) + FILL + "  %r = Transpose(%f) <perm = ints[1, 0]>\n  %y = Add(%x, %r)\n",
+        "2,3",
+        ["ConstantOfShape", "Add"],
+    ),
+    *(
+        (f"{op.lower()}-of-flatten", _i64("t", [2, 5, 1, 1]) + f"  %f = Flatten(%x) <axis = 1>\n"
+         f"  %s = {op}(%f) <axis = 1>\n  %y = Reshape(%s, %t)\n", "2,5,1,1", [op])
+        for op in ("Softmax", "LogSoftmax", "Hardmax")
+    ),
+    (
         "dropout-inference-ratio",
         _c("r", [0.5], shape="") + "  %a = Dropout(%x, %r)\n  %y = Relu(%a)\n",
         "2,3",
@@ -85,6 +104,8 @@ CASES = [
     ),
     ("double-not", "  %a = Not(%x)\n  %b = Not(%a)\n  %y = Not(%b)\n", "2,3", ["Not"]),
 ]
+
+FILL = "  %f = ConstantOfShape(%s) <value = dense<f32[1]>[0.5]>\n"
 
 # (rule, graph body, input shape): the rule must leave these alone
 REFUSED = [
@@ -105,6 +126,12 @@ REFUSED = [
         "2,1",
     ),
     ("dropout-inference", "  %a, %mask = Dropout(%x)\n  %y = Where(%mask, %a, %x)\n", "2,3"),
+    ("reshape-of-filled", _i64("s", [3, 2]) + FILL + "  %t = Shape(%x)\n  %y = Reshape(%f, %t)\n", "2,3"),
+    (
+        "softmax-of-flatten",
+        _i64("t", [2, 5, 3]) + "  %f = Flatten(%x) <axis = 1>\n  %s = Softmax(%f)\n  %y = Reshape(%s, %t)\n",
+        "2,5,3",
+    ),
     (
         "dropout-training-off",
         _c("r", [0.0], shape="") + _c("t", ["true"], "bool", "") + "  %y = Dropout(%x, %r, %t)\n",

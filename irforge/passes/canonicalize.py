@@ -119,6 +119,84 @@ def _training_off(m: Match) -> bool:
     return (t is not None and t.size == 1 and not bool(t.reshape(-1)[0])) or m.fail("training_mode is not false")
 
 
+def _reshaped_dims(m: Match) -> list[int] | None:
+    """The static shape ``Reshape(ConstantOfShape(s), t)`` has, worked out from ``s`` and ``t``."""
+    s, t = m.constant("s"), m.constant("t")
+    if s is None or t is None or s.ndim != 1 or t.ndim != 1:
+        return None
+    source, dims = [int(d) for d in s], [int(d) for d in t]
+    if not m.nodes[0].attr("allowzero", 0):
+        if any(d == 0 and i >= len(source) for i, d in enumerate(dims)):
+            return None
+        dims = [source[i] if d == 0 else d for i, d in enumerate(dims)]
+    total = int(np.prod(source))
+    if dims.count(-1) == 1:
+        rest = int(np.prod([d for d in dims if d != -1]))
+        if rest == 0 or total % rest:
+            return None
+        dims[dims.index(-1)] = total // rest
+    if any(d < 0 for d in dims) or int(np.prod(dims)) != total:
+        return None
+    return dims
+
+
+def _transposed_dims(m: Match) -> list[int] | None:
+    s = m.constant("s")
+    if s is None or s.ndim != 1:
+        return None
+    perm = m.nodes[0].attr("perm")
+    perm = list(range(s.size))[::-1] if perm is None else list(perm)
+    return [int(s[p]) for p in perm] if sorted(perm) == list(range(s.size)) else None
+
+
+def _filled(name: str, source, dims_of) -> Pattern:
+    """A view of ``ConstantOfShape`` becomes ``ConstantOfShape`` of the new shape: a uniform tensor
+    stays uniform under a view, so the view goes without materialising anything."""
+
+    def check(m: Match) -> bool:
+        return dims_of(m) is not None or m.fail("the shapes are not constants that agree")
+
+    def rebuild(b, m: Match):
+        out = b.op.ConstantOfShape(b.constant(np.array(dims_of(m), np.int64)), **m.nodes[1].attributes)
+        out.type = m.outputs[0].type
+        return out
+
+    return Pattern(name, source, rebuild, check=check)
+
+
+def _softmax_of_flatten_axis(m: Match) -> int | None:
+    """The one axis a Softmax over ``Flatten(x, a)`` normalises when the other flattened dims are
+    1 (the form ONNX's opset converter writes for Softmax before opset 13); None otherwise."""
+    shape, t = m.shape("x"), m.constant("t")
+    if shape is None or not all(isinstance(d, int) for d in shape) or t is None:
+        return None
+    if [int(d) for d in t.reshape(-1)] != list(shape):
+        return None
+    a = m.nodes[2].attr("axis", 1)
+    a = a + len(shape) if a < 0 else a
+    if m.nodes[1].attr("axis", -1) not in (-1, 1) or not 0 <= a <= len(shape):
+        return None
+    wide = [i for i in range(a, len(shape)) if shape[i] != 1]
+    if len(wide) > 1:
+        return None
+    return wide[0] if wide else len(shape) - 1
+
+
+def _softmax_of_flatten(op: str) -> Pattern:
+    def check(m: Match) -> bool:
+        return _softmax_of_flatten_axis(m) is not None or m.fail(
+            "the result is not reshaped back, or more than one flattened dim is not 1"
+        )
+
+    def rebuild(b, m: Match):
+        out = getattr(b.op, op)(m["x"], axis=_softmax_of_flatten_axis(m))
+        out.type = m.outputs[0].type
+        return out
+
+    source = lambda p: p.op.Reshape(getattr(p.op, op)(p.op.Flatten(p.var("x"))), p.const("t"))  # noqa: E731
+    return Pattern(f"{op.lower()}-of-flatten", source, rebuild, check=check)
+
+
 def _idempotent(op: str) -> Pattern:
     return Pattern(f"{op.lower()}-idempotent", lambda p: getattr(p.op, op)(getattr(p.op, op)(p.var("x"))),
                    lambda b, m: m.nodes[1].outputs[0],
@@ -167,6 +245,10 @@ PATTERNS: list[Pattern] = [
         _x,
         check=_squeeze_unsqueeze_ok,
     ),
+    _filled("reshape-of-filled", lambda p: p.op.Reshape(p.op.ConstantOfShape(p.const("s")), p.const("t")),
+            _reshaped_dims),
+    _filled("transpose-of-filled", lambda p: p.op.Transpose(p.op.ConstantOfShape(p.const("s"))), _transposed_dims),
+    *(_softmax_of_flatten(op) for op in ("Softmax", "LogSoftmax", "Hardmax")),
     Pattern("dropout-inference", lambda p: p.op.Dropout(p.var("x")), _x, check=_dropout_inference),
     Pattern(
         "dropout-inference-ratio", lambda p: p.op.Dropout(p.var("x"), p.var("ratio")), _x, check=_dropout_inference

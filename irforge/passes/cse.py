@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..core_ir.attributes import AttrKind
 from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
@@ -26,6 +28,7 @@ class CommonSubexpressionElimination(Pass):
     summary = "merge nodes with the same op, attributes and inputs (random ops are never merged)"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        shared = _share_equal_initializers(graph)
         seen: dict[tuple, Node] = {}
         merged = 0
         for node in graph:
@@ -40,7 +43,7 @@ class CommonSubexpressionElimination(Pass):
                     dup.replace_all_uses_with(keep)
             graph.remove(node)
             merged += 1
-        return PassResult(merged > 0, {"nodes-merged": merged})
+        return PassResult(merged > 0 or shared > 0, {"nodes-merged": merged, "initializers-shared": shared})
 
 
 def _key(node: Node) -> tuple | None:
@@ -77,6 +80,36 @@ def _input_key(v: Value | None):
         array = c.numpy()
         return (int(c.dtype), array.shape, array.tobytes())
     return id(v)
+
+
+_PROBE = 64
+"""Elements compared first; most unequal weights differ there, so few are compared whole."""
+
+
+def _share_equal_initializers(graph: Graph) -> int:
+    """Point every reader of an initializer at the first one with the same dtype, shape and bytes,
+    so the nodes reading them compare equal.  Only candidates alike in dtype and shape, then in
+    their first elements, are compared whole: weights are read once, not hashed every run."""
+    groups: dict[tuple, list[Value]] = {}
+    for v in graph.initializers.values():
+        c = v.const_value
+        if v.is_constant() and c.dtype != DataType.STRING and num_elements(c.shape) > SMALL_CONSTANT and v.num_uses():
+            groups.setdefault((int(c.dtype), tuple(c.shape)), []).append(v)
+    shared = 0
+    for values in groups.values():
+        if len(values) < 2:
+            continue
+        kept: dict[bytes, list[tuple[Value, np.ndarray]]] = {}
+        for v in values:
+            array = v.const_value.numpy().reshape(-1)
+            alike = kept.setdefault(array[:_PROBE].tobytes(), [])
+            twin = next((k for k, a in alike if np.array_equal(a, array)), None)
+            if twin is None:
+                alike.append((v, array))
+            else:
+                v.replace_all_uses_with(twin, include_graph_outputs=False)
+                shared += 1
+    return shared
 
 
 def _mergeable(dup: Node, keep: Node) -> bool:

@@ -74,3 +74,27 @@ def test_dce_keeps_ops_of_other_domains():
     g = parse_graph("graph @g(%x: f32[3]) {\n  %d = my::Log(%x)\n  %y = Neg(%x)\n  return %y\n}\n")
     assert not PassManager.parse("dce", PASSES).run(Model(g))
     assert [n.op_type for n in g] == ["Log", "Neg"]
+
+
+
+def _dense(values) -> str:
+    return "dense<f32[10,10]>[" + ", ".join(f"{v:.1f}" for v in values) + "]"
+
+
+def _two_matmuls(second) -> str:
+    """%x times two 100-element weights (over the by-value limit): equal bytes or not."""
+    return (
+        f"graph @g(%x: f32[2,10]) {{\n  init %w1 = {_dense(range(100))}\n  init %w2 = {_dense(second)}\n"
+        "  %a = MatMul(%x, %w1)\n  %b = MatMul(%x, %w2)\n  %s = Add(%a, %b)\n  return %s\n}\n"
+    )
+
+
+def test_cse_shares_initializers_with_equal_bytes():
+    g, changed = _run(_two_matmuls(range(100)), "cse,dce")
+    assert changed and [n.op_type for n in g] == ["MatMul", "Add"]
+    assert list(g.initializers) == ["w1"]
+
+
+def test_cse_keeps_initializers_that_differ_past_the_probe():
+    g, changed = _run(_two_matmuls([*range(99), 7]), "cse,dce")
+    assert not changed and [n.op_type for n in g] == ["MatMul", "MatMul", "Add"]

@@ -82,6 +82,37 @@ def test_failing_pass_is_rolled_back_and_named_with_its_plugin(text):
     assert graphs_equal(model.graph, parse_graph(TEXT))
 
 
+@dataclass(frozen=True)
+class Rename(Pass):
+    """An honest change: the first node becomes Relu."""
+
+    name = "rename"
+    summary = "test: changes the graph and says so"
+
+    def run(self, graph, ctx):
+        next(iter(graph)).op_type = "Relu"
+        return PassResult(True)
+
+
+def test_rollback_after_unchanged_passes_restores_the_state_before_the_failing_pass():
+    """Passes that change nothing share one snapshot; a change ends the sharing."""
+    reg = build_registry(discover=False, plugins=[_TestPlugin(), _RenamePlugin()])
+    model = _model()
+    with pytest.raises(PassFailedError, match="half-then-raise"):
+        PassManager.parse("dce,rename,dce,topological-sort,half-then-raise", reg.passes).run(model)
+    assert [n.op_type for n in model.graph] == ["Relu", "Abs"]
+    model = _model()
+    with pytest.raises(PassFailedError, match="half-then-raise"):
+        PassManager.parse("dce,dce,half-then-raise", reg.passes).run(model)
+    assert [n.op_type for n in model.graph] == ["Neg", "Abs"]
+
+
+class _RenamePlugin:
+    @hookimpl
+    def irforge_register_passes(self):
+        return [Rename]
+
+
 def test_keep_going_skips_the_failed_pass_and_runs_the_rest():
     model = _model()
     with pytest.warns(PassSkippedWarning, match="half-then-raise"):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from .tensors import NumpyTensor, TensorData
+from .tensors import NumpyTensor, TensorData, is_tensor_data
 from .types import TensorType, Type
 
 if TYPE_CHECKING:
@@ -111,10 +111,10 @@ def infer_attr(name: str, value: Any, kind: AttrKind | None = None) -> Attr:
         value = tuple(float(np.float32(v)) for v in value)
     elif kind == AttrKind.STRINGS:
         value = tuple(v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v) for v in value)
-    elif kind == AttrKind.TENSOR and not isinstance(value, TensorData):
+    elif kind == AttrKind.TENSOR and not is_tensor_data(value):
         value = NumpyTensor(np.asarray(value))
     elif kind == AttrKind.TENSORS:
-        value = tuple(v if isinstance(v, TensorData) else NumpyTensor(np.asarray(v)) for v in value)
+        value = tuple(v if is_tensor_data(v) else NumpyTensor(np.asarray(v)) for v in value)
     elif kind in (AttrKind.GRAPHS, AttrKind.TYPE_PROTOS, AttrKind.SPARSE_TENSORS):
         value = tuple(value)
     elif kind == AttrKind.GRAPH and not isinstance(value, Graph):

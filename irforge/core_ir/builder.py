@@ -15,7 +15,7 @@ import onnx.defs
 from .attributes import AttrKind, infer_attr
 from .graph import Graph
 from .node import Node
-from .tensors import NumpyTensor, TensorData
+from .tensors import NumpyTensor, is_tensor_data
 from .types import TensorType, Type
 from .value import Value
 
@@ -120,7 +120,7 @@ class Builder:
 
     def constant(self, array: Any, name: str | None = None, dtype=None) -> Value:
         """A new initializer holding ``array``."""
-        data = array if isinstance(array, TensorData) else NumpyTensor(np.asarray(array), dtype)
+        data = array if is_tensor_data(array) else NumpyTensor(np.asarray(array), dtype)
         v = Value(name or self.names.fresh("const"), TensorType(data.dtype, tuple(data.shape)), data)
         return self.graph.add_initializer(v)
 

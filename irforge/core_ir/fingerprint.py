@@ -14,7 +14,7 @@ import hashlib
 from .gcpause import paused_gc
 from .graph import Graph
 from .model import Model
-from .tensors import nbytes
+from .tensors import is_tensor_data, nbytes
 
 _HASHED_BYTES = 4096
 
@@ -50,7 +50,7 @@ def _graph(g: Graph, h, ids: dict, types: dict) -> None:
             for a in n._attrs.values():
                 for sub in a.graphs:
                     _graph(sub, h, ids, types)
-                value = _payload(a.value) if _is_tensor(a.value) else a.value
+                value = _payload(a.value) if is_tensor_data(a.value) else a.value
                 attrs.append((a.name, a.kind, a.ref, None if a.graphs else repr(value)))
         parts.append(
             (n.op_type, n.domain, n.overload, attrs, [None if v is None else ids.get(v, v.name) for v in n._inputs])
@@ -64,7 +64,7 @@ def _graph(g: Graph, h, ids: dict, types: dict) -> None:
 
 
 def _payload(t) -> object:
-    if not _is_tensor(t):
+    if not is_tensor_data(t):
         return repr(t)
     if nbytes(t) <= _HASHED_BYTES:
         encoded = getattr(t, "encoded", None)  # a payload still in its file's bytes: hash those
@@ -72,7 +72,3 @@ def _payload(t) -> object:
         return (int(t.dtype), tuple(t.shape), hashlib.blake2b(data, digest_size=8).hexdigest())
     return (int(t.dtype), tuple(t.shape), id(t))
 
-
-def _is_tensor(t) -> bool:
-    """``isinstance(t, TensorData)`` without the cost of a runtime protocol check per constant."""
-    return t is not None and hasattr(t, "numpy") and hasattr(t, "shape") and hasattr(t, "dtype")

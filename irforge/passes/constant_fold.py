@@ -24,7 +24,7 @@ from ..core_ir.graph import Graph
 from ..core_ir.interpreter import Interpreter
 from ..core_ir.node import Node
 from ..core_ir.serde import Serializer, tensor_to_proto, type_from_proto, type_to_proto
-from ..core_ir.tensors import NumpyTensor, TensorData, nbytes
+from ..core_ir.tensors import NumpyTensor, TensorData, is_tensor_data, nbytes
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
@@ -197,7 +197,7 @@ def _constant(v: Value) -> TensorData | None:
     """The payload of a constant value: an initializer or a ``Constant`` node's ``value``."""
     if v.is_constant():
         c = v.const_value
-        return c if isinstance(c, TensorData) else None
+        return c if is_tensor_data(c) else None
     return None
 
 

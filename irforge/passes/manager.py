@@ -55,6 +55,7 @@ class PassManager:
         self.transactional = transactional
         self.keep_going = keep_going
         self.reproducer_dir = reproducer_dir
+        self._spare: Model | None = None
 
     @classmethod
     def parse(
@@ -80,8 +81,12 @@ class PassManager:
         ctx = ctx or PassContext()
         ctx.model = model
         changed = False
-        for element in self.pipeline.passes:
-            changed |= self._element(element, model, ctx)
+        self._spare = None
+        try:
+            for element in self.pipeline.passes:
+                changed |= self._element(element, model, ctx)
+        finally:
+            self._spare = None
         return changed
 
     def _element(self, element: Element, model: Model, ctx: PassContext) -> bool:
@@ -118,12 +123,18 @@ class PassManager:
             # The cycle collector would rescan the whole IR (and its snapshot) again and again
             # while a pass allocates; the garbage of one pass is collected after it instead.
             with paused_gc():
-                snapshot = clone_model(model) if self.transactional else None
+                if self.transactional:
+                    # A pass that reports no change leaves its snapshot a true copy of the model
+                    # (the honesty check holds passes to that), so the next pass reuses it.
+                    snapshot = self._spare if self._spare is not None else clone_model(model)
+                    self._spare = None
                 for inst in self.instruments:
                     inst.before_pass(p, model, ctx)
                 result = self._pass(p, model, ctx)
                 for inst in self.instruments:
                     inst.after_pass(p, model, ctx, result)
+            if not result.changed:
+                self._spare = snapshot
             return result
         except Exception as e:
             if snapshot is None:

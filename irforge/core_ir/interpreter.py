@@ -68,6 +68,7 @@ class Interpreter:
         for domain, _ in _KERNELS:
             opsets.setdefault(domain, 1)
         self._host = _make_host(model, opsets)
+        self._impls: dict[tuple[str, str], type] = {}
         self._plan: list[tuple[Node, Any, onnx.NodeProto]] = []
         for node in self.graph:
             self._plan.append((node, None, None))
@@ -81,8 +82,11 @@ class Interpreter:
         custom = _KERNELS.get((node.domain, node.op_type))
         if custom is not None and node.domain != "":
             return _as_oprun(node.domain, node.op_type, custom)(proto, _run_params(host)), proto
+        key = (node.domain, node.op_type)
         try:
-            cls = host._load_impl(proto)
+            cls = self._impls.get(key)
+            if cls is None:  # the kernel class depends only on the op (and the fixed opsets)
+                cls = self._impls[key] = host._load_impl(proto)
         except RuntimeContextError:
             cls = host._load_impl(proto, [_type_of(x) for x in inputs])
         except NotImplementedError as e:

@@ -14,6 +14,7 @@ same node, a variable used twice must bind the same value.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -164,11 +165,15 @@ class Pattern:
         if not all(isinstance(o, OpOutput) for o in self.outputs):
             raise TypeError(f"pattern {name!r}: every output must be the result of an op pattern")
         self.root: OpPattern = self.outputs[0].op  # type: ignore[attr-defined]
-        try:
-            _, start = inspect.getsourcelines(source)
-            self.defined_at = f"{inspect.getsourcefile(source)}:{start}"
-        except (OSError, TypeError):
-            self.defined_at = "<unknown>"
+        self._source = source
+
+    @functools.cached_property
+    def defined_at(self) -> str:
+        """``file:line`` of the source pattern (read from the file only when asked)."""
+        code = getattr(self._source, "__code__", None)
+        if code is None:
+            return "<unknown>"
+        return f"{inspect.getsourcefile(self._source) or code.co_filename}:{code.co_firstlineno}"
 
     def __repr__(self) -> str:
         return f"Pattern({self.name!r}, root={self.root.op_type})"

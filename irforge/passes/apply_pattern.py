@@ -11,11 +11,20 @@ from ..core_ir.rewriter import apply_patterns
 from .base import Pass, PassContext, PassResult
 
 
+class _Summary:
+    """The summary names where the pattern is defined; looking that up reads source files, so it
+    waits until someone lists the passes."""
+
+    def __get__(self, obj, cls) -> str:
+        return f"the rewrite pattern {cls.pattern.name} ({cls.pattern.defined_at})"
+
+
 @dataclass(frozen=True)
 class PatternPass(Pass):
     """Applies one pattern to a fixed point; subclasses made by :func:`pattern_pass` set it."""
 
     pattern: ClassVar[Pattern]
+    summary: ClassVar = _Summary()  # type: ignore[assignment]
 
     max_rewrites: int = 0
     """0: ten per node plus 100."""
@@ -26,11 +35,6 @@ class PatternPass(Pass):
 
 
 def pattern_pass(pattern: Pattern) -> type[Pass]:
-    """The pass that applies ``pattern``, named like it."""
-    cls = type(
-        f"Pattern_{pattern.name.replace('-', '_')}",
-        (PatternPass,),
-        {"name": pattern.name, "summary": f"the rewrite pattern {pattern.name} ({pattern.defined_at})",
-         "pattern": pattern, "__module__": __name__},
-    )  # fmt: skip
-    return dataclass(frozen=True)(cls)
+    """The pass that applies ``pattern``, named like it (a plain subclass: it adds no options)."""
+    name = f"Pattern_{pattern.name.replace('-', '_')}"
+    return type(name, (PatternPass,), {"name": pattern.name, "pattern": pattern, "__module__": __name__})

@@ -38,7 +38,11 @@ def rss_kib(field):
 
 if tool == "irforge":
     import irforge
-    from irforge.core_ir import parse, print_model, verify_model
+    from irforge.core_ir import parse, print_model, verify_model, write_model
+
+    def print_to_file(model):
+        with open(scratch + ".irf", "w", encoding="utf-8") as f:  # as `irforge print -o` writes it
+            write_model(model, f)
     from irforge.backends.onnx import save
     ready = {
         "load": lambda: None,
@@ -50,7 +54,7 @@ if tool == "irforge":
     run = {
         "load": lambda: irforge.load(path),
         "verify": lambda: verify_model(ready),
-        "print": lambda: print_model(ready),
+        "print": lambda: print_to_file(ready),
         "parse": lambda: parse(ready),
         "save": lambda: save(ready, scratch),
     }[step]

@@ -29,16 +29,15 @@ def _load(path: str):
 
 
 def cmd_print(args: argparse.Namespace) -> int:
-    from .core_ir.printer import print_model
+    from .core_ir.printer import write_model
 
     model = _load(args.model)
     elide = None if args.full else args.elide
-    text = print_model(model, elide_above=elide)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+            write_model(model, f, elide_above=elide)
     else:
-        sys.stdout.write(text)
+        write_model(model, sys.stdout, elide_above=elide)
     return 0
 
 

@@ -26,7 +26,7 @@ CORE_IR = {
     "SparseTensor", "SparseTensorType", "TensorData", "TensorType", "Type", "Value",
     "VerificationError", "clone_graph", "clone_model", "graphs_equal", "infer_attr",
     "interpret", "models_equal", "parse", "parse_graph", "parse_model", "print_graph",
-    "print_model", "register_kernel", "structural_diff", "verify", "verify_model",
+    "print_model", "register_kernel", "structural_diff", "verify", "verify_model", "write_model",
 }  # fmt: skip
 
 GRAPH_METHODS = {

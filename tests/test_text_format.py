@@ -263,3 +263,24 @@ def test_equality_detects_differences():
     assert "name" in structural_diff(a, b)
     c = parse_graph(SIMPLE.replace("Add(%x, %w)", "Add(%w, %x)"))
     assert "wiring" in structural_diff(a, c)
+
+
+def test_write_model_streams_the_same_text_as_print_model():
+    import io
+
+    from irforge.core_ir import write_model
+
+    model = parse_model(
+        'model {\n  opset "" = 21\n  func local::@twice(%a) {\n    %b = Add(%a, %a)\n    return %b\n  }\n'
+        "  graph @g(%x: f32[2]) {\n    %y = local::twice(%x)\n    return %y\n  }\n}\n"
+    )
+    chunks: list[str] = []
+
+    class Sink(io.TextIOBase):
+        def write(self, s: str) -> int:
+            chunks.append(s)
+            return len(s)
+
+    write_model(model, Sink())
+    assert "".join(chunks) == print_model(model)
+    assert len(chunks) > 5  # written as it goes, not as one string

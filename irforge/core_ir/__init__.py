@@ -25,7 +25,7 @@ from .interpreter import interpret, register_kernel
 from .model import Function, Model
 from .node import Node
 from .parser import parse, parse_graph, parse_model
-from .printer import print_graph, print_model
+from .printer import print_graph, print_model, write_model
 from .tensors import ExternalTensor, NumpyTensor, ProtoTensor, TensorData
 from .types import (
     Dim,
@@ -48,5 +48,5 @@ __all__ = [
     "SparseTensor", "SparseTensorType", "TensorData", "TensorType", "Type", "Value",
     "VerificationError", "clone_graph", "clone_model", "graphs_equal", "infer_attr",
     "interpret", "models_equal", "parse", "parse_graph", "parse_model", "print_graph",
-    "print_model", "register_kernel", "structural_diff", "verify", "verify_model",
+    "print_model", "register_kernel", "structural_diff", "verify", "verify_model", "write_model",
 ]  # fmt: skip

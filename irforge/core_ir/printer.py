@@ -13,6 +13,7 @@ Large constants print as hex bytes; ``elide_above`` shortens them to ``elided<..
 from __future__ import annotations
 
 import io
+from typing import TextIO
 
 import numpy as np
 
@@ -32,7 +33,6 @@ class Printer:
     def __init__(self, elide_above: int | None = None):
         self.elide_above = elide_above
         self._anon: dict[Value, int] = {}
-        self.out = io.StringIO()
 
     # -- names -----------------------------------------------------------------------------
     def ref(self, v: Value | None) -> str:
@@ -52,6 +52,12 @@ class Printer:
     # -- graphs ----------------------------------------------------------------------------
     def graph(self, g: Graph, indent: str = "", keyword: str = "graph") -> str:
         w = io.StringIO()
+        self.write_graph(g, w, indent, keyword)
+        return w.getvalue()
+
+    def write_graph(self, g: Graph, w: TextIO, indent: str = "", keyword: str = "graph") -> None:
+        """Write the graph's text to ``w`` line by line: a million-node model never exists as one
+        string unless the caller asks for one."""
         params = ", ".join(self.decl(v) for v in g.inputs)
         head = f"{keyword} @{format_name(g.name)}({params})"
         extras = _dict_text({"doc": g.doc_string or None, "metadata": g.metadata or None,
@@ -61,9 +67,8 @@ class Printer:
         w.write(head + " {\n")
         self._body(g, indent + "  ", w)
         w.write(f"{indent}}}")
-        return w.getvalue()
 
-    def _body(self, g: Graph, ind: str, w: io.StringIO) -> None:
+    def _body(self, g: Graph, ind: str, w: TextIO) -> None:
         for v in g._initializers.values():
             extras = _value_extras(v)
             tail = f" with {extras}" if extras else ""
@@ -200,7 +205,12 @@ def print_graph(g: Graph, elide_above: int | None = None) -> str:
 
 
 def print_function(fn: Function, p: Printer | None = None) -> str:
-    p = p or Printer()
+    w = io.StringIO()
+    write_function(fn, w, p or Printer())
+    return w.getvalue()
+
+
+def write_function(fn: Function, w: TextIO, p: Printer) -> None:
     g = fn.graph
     params = ", ".join(p.decl(v) for v in g.inputs)
     domain = format_ident(fn.domain) + "::" if fn.domain else ""
@@ -215,15 +225,20 @@ def print_function(fn: Function, p: Printer | None = None) -> str:
         extras = (extras[:-1] + ", " if extras else "{") + f"defaults = <{defaults}>}}"
     if extras:
         head += f" with {extras}"
-    w = io.StringIO()
     w.write(head + " {\n")
     p._body(g, "    ", w)
     w.write("  }")
-    return w.getvalue()
 
 
 def print_model(m: Model, elide_above: int | None = None) -> str:
     """The text form of a model: header, opset imports, functions, then the main graph."""
+    w = io.StringIO()
+    write_model(m, w, elide_above)
+    return w.getvalue()
+
+
+def write_model(m: Model, w: TextIO, elide_above: int | None = None) -> None:
+    """:func:`print_model` written to a file as it goes."""
     p = Printer(elide_above)
     extras = _dict_text({
         "ir_version": m.ir_version, "producer_name": m.producer_name or None,
@@ -231,11 +246,13 @@ def print_model(m: Model, elide_above: int | None = None) -> str:
         "model_version": m.model_version or None, "doc": m.doc_string or None,
         "metadata": m.metadata or None,
     })  # fmt: skip
-    w = io.StringIO()
     w.write(f"model with {extras} {{\n" if extras else "model {\n")
     for domain, version in m.opset_imports.items():
         w.write(f"  opset {quote(domain)} = {version}\n")
     for fn in m.functions.values():
-        w.write("  " + print_function(fn, p) + "\n")
-    w.write("  " + p.graph(m.graph, "  ") + "\n}\n")
-    return w.getvalue()
+        w.write("  ")
+        write_function(fn, w, p)
+        w.write("\n")
+    w.write("  ")
+    p.write_graph(m.graph, w, "  ")
+    w.write("\n}\n")

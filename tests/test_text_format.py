@@ -268,7 +268,7 @@ def test_equality_detects_differences():
 def test_write_model_streams_the_same_text_as_print_model():
     import io
 
-    from irforge.core_ir import write_model
+    from irforge.core_ir import parse_model, write_model
 
     model = parse_model(
         'model {\n  opset "" = 21\n  func local::@twice(%a) {\n    %b = Add(%a, %a)\n    return %b\n  }\n'

@@ -21,7 +21,7 @@ from .attributes import Attr, AttrKind, SparseTensor
 from .dtypes import DataType, bit_width, is_floating, short_name
 from .graph import Graph
 from .model import Function, Model
-from .tensors import TensorData, num_elements
+from .tensors import TensorData, num_elements, peek
 from .text_lexer import format_ident, format_name, quote
 from .types import format_shape, format_type
 from .value import Value
@@ -138,7 +138,7 @@ class Printer:
         count = num_elements(tuple(t.shape))
         if self.elide_above is not None and count > self.elide_above:
             return f"elided<{short_name(t.dtype)}{format_shape(tuple(t.shape))}>"
-        array = t.numpy()
+        array = peek(t)
         if t.dtype == DataType.STRING:
             items = (quote(v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v))
                      for v in array.ravel())  # fmt: skip

@@ -38,6 +38,11 @@ def is_tensor_data(t: object) -> bool:
     return t is not None and hasattr(t, "numpy") and hasattr(t, "shape") and hasattr(t, "dtype")
 
 
+def peek(t: TensorData) -> np.ndarray:
+    """``t.numpy()``, without caching a decoded copy where the payload would keep one."""
+    return t.peek() if isinstance(t, ProtoTensor) else t.numpy()
+
+
 def num_elements(shape: tuple[int, ...]) -> int:
     n = 1
     for d in shape:
@@ -111,6 +116,11 @@ class ProtoTensor:
     def proto(self) -> onnx.TensorProto:
         """A freshly decoded copy: changing it does not change this payload."""
         return onnx.TensorProto.FromString(self.encoded())
+
+    def peek(self) -> np.ndarray:
+        """The values without keeping them decoded: one-pass readers (the printer) of a million
+        small tensors would otherwise double the model's memory."""
+        return self._array if self._array is not None else onnx.numpy_helper.to_array(self.proto)
 
     def numpy(self) -> np.ndarray:
         if self._array is None:

@@ -38,24 +38,27 @@ def rss_kib(field):
 
 if tool == "irforge":
     import irforge
-    from irforge.core_ir import parse, print_model, verify_model, write_model
+    from irforge.core_ir import parse, verify_model, write_model
 
     def print_to_file(model):
         with open(scratch + ".irf", "w", encoding="utf-8") as f:  # as `irforge print -o` writes it
             write_model(model, f)
+    def parse_file(irf):
+        with open(irf, encoding="utf-8") as f:  # as `irforge optimize FILE.irf` reads it
+            return parse(f)
     from irforge.backends.onnx import save
     ready = {
         "load": lambda: None,
         "verify": lambda: irforge.load(path),
         "print": lambda: irforge.load(path),
-        "parse": lambda: print_model(irforge.load(path)),
+        "parse": lambda: print_to_file(irforge.load(path)),
         "save": lambda: irforge.load(path),
     }[step]()
     run = {
         "load": lambda: irforge.load(path),
         "verify": lambda: verify_model(ready),
         "print": lambda: print_to_file(ready),
-        "parse": lambda: parse(ready),
+        "parse": lambda: parse_file(scratch + ".irf"),
         "save": lambda: save(ready, scratch),
     }[step]
 elif tool == "onnx_ir":

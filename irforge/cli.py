@@ -7,6 +7,7 @@ with status 1; internal tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,9 +21,11 @@ def _load(path: str):
 
         try:
             with open(path, encoding="utf-8") as f:
-                return parse_model(f.read(), source=path)
+                return parse_model(f, source=path)
         except OSError as e:
             raise IrforgeError(f"{path}: cannot read: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise IrforgeError(f"{path}: not UTF-8 text at byte {e.start}; IR text files are UTF-8") from None
     from .frontends.onnx import load
 
     return load(path)
@@ -157,6 +160,10 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader (`| head`) stopped early: not an error; keep Python from complaining at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def irforge_main(argv: Sequence[str] | None = None) -> int:

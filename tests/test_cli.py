@@ -95,3 +95,16 @@ def test_optimize_with_an_unknown_pass_names_it_and_writes_nothing(tmp_path):
     assert proc.returncode == 1
     assert "unknown pass 'no-such-pass'" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_print_into_a_reader_that_stops_early_is_not_an_error(tmp_path):
+    body = "".join(f"  %r{i + 1} = Relu(%r{i})\n" for i in range(3000))  # more text than a pipe holds
+    model = parse(f'model {{\n opset "" = 21\n graph @long(%r0: f32[4]) {{\n{body}  return %r3000\n }}\n}}\n')
+    path = tmp_path / "long.onnx"
+    irforge.save(model, str(path))
+    proc = subprocess.Popen([sys.executable, "-m", "irforge.cli", "print", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout.read(100).startswith(b"model")
+    proc.stdout.close()  # as `| head` does
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,7 @@ from irforge.core_ir import (
     models_equal,
     parse,
     parse_graph,
+    parse_model,
     print_graph,
     print_model,
     structural_diff,
@@ -254,6 +257,29 @@ def test_parse_errors_name_line_and_column(text, message):
     with pytest.raises(ParseError, match=message) as info:
         parse(text)
     assert info.value.line >= 1 and info.value.column >= 1
+    with pytest.raises(ParseError, match=message) as streamed:
+        parse(io.StringIO(text))
+    assert (streamed.value.line, streamed.value.column) == (info.value.line, info.value.column)
+
+
+def test_parse_error_position_is_exact():
+    with pytest.raises(ParseError) as info:
+        parse("graph @g(%x: f32[1]) {\n  %y = Relu(%x)\n  %z = Add(%y, ?)\n  return %z\n}\n")
+    assert (info.value.line, info.value.column) == (3, 16)
+
+
+def test_parse_reads_a_text_stream_a_line_at_a_time():
+    text = print_model(parse_model(f'model {{\n  opset "" = 21\n  {SIMPLE}}}\n'))
+    lines_read = []
+
+    class Lines:
+        def __iter__(self):
+            for line in io.StringIO(text):
+                lines_read.append(line)
+                yield line
+
+    assert models_equal(parse(Lines()), parse(text)) is None
+    assert "".join(lines_read) == text
 
 
 def test_equality_detects_differences():
@@ -266,9 +292,7 @@ def test_equality_detects_differences():
 
 
 def test_write_model_streams_the_same_text_as_print_model():
-    import io
-
-    from irforge.core_ir import parse_model, write_model
+    from irforge.core_ir import write_model
 
     model = parse_model(
         'model {\n  opset "" = 21\n  func local::@twice(%a) {\n    %b = Add(%a, %a)\n    return %b\n  }\n'

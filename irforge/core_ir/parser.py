@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from sys import intern
+
 import numpy as np
 
 from .attributes import Attr, AttrKind, SparseTensor
@@ -42,12 +45,13 @@ class _Scope:
 
 
 class Parser:
-    def __init__(self, text: str, source: str = "<text>"):
+    def __init__(self, text: str | Iterable[str], source: str = "<text>"):
         self.source = source
         # tokens are read as they are needed (never more than two ahead): a million-node
         # text would otherwise hold gigabytes of tokens
         self._lexer = Lexer(text, source)
         self._ahead: Token | None = None
+        self._types: dict[tuple, TensorType] = {}
         self._tokens = self._lexer.tokens
         self.tok: Token = next(self._tokens)
 
@@ -261,7 +265,7 @@ class Parser:
                 self.expect("=")
                 v.const_value = self.tensor()
                 if v.type is None:
-                    v.type = TensorType(v.const_value.dtype, tuple(v.const_value.shape))
+                    v.type = self.tensor_type(v.const_value.dtype, tuple(v.const_value.shape))
                 extras = self.with_dict()
                 v.doc_string = extras.get("doc", v.doc_string)
                 v.metadata = extras.get("metadata") or v.metadata
@@ -314,10 +318,10 @@ class Parser:
         t = self.tok
         if t.kind == "ident":
             self.advance()
-            return t.text
+            return intern(t.text)
         if t.kind == "string":
             self.advance()
-            return unquote(t.text)
+            return intern(unquote(t.text))
         raise self.error("expected an op name")
 
     # -- attributes ------------------------------------------------------------------------
@@ -418,8 +422,16 @@ class Parser:
                 ty = SequenceType(elem) if t.text == "seq" else OptionalType(elem)
             self.expect(">")
             return ty
-        dt = self.dtype()
-        return TensorType(dt, self.shape())
+        return self.tensor_type(self.dtype(), self.shape())
+
+    def tensor_type(self, dtype: DataType, shape) -> TensorType:
+        """One shared object per distinct type (types are immutable): most values of a large
+        graph have one of a few types."""
+        key = (dtype, shape)
+        t = self._types.get(key)
+        if t is None:
+            t = self._types[key] = TensorType(dtype, shape)
+        return t
 
     def shape(self):
         self.expect("[")
@@ -589,8 +601,9 @@ def _is_int(text: str) -> bool:
     return text.lstrip("+-").isdigit()
 
 
-def parse(text: str, source: str = "<text>") -> Graph | Model:
-    """Read a graph (``graph @...``) or a model (``model ...``) from its text form.
+def parse(text: str | Iterable[str], source: str = "<text>") -> Graph | Model:
+    """Read a graph (``graph @...``) or a model (``model ...``) from its text form: a string, or
+    an open text file (or any iterable of lines), which is read a line at a time.
 
     Raises :class:`~irforge.core_ir.errors.ParseError` with line and column on bad text.
     """
@@ -598,14 +611,14 @@ def parse(text: str, source: str = "<text>") -> Graph | Model:
         return Parser(text, source).parse_top()
 
 
-def parse_graph(text: str, source: str = "<text>") -> Graph:
+def parse_graph(text: str | Iterable[str], source: str = "<text>") -> Graph:
     result = parse(text, source)
     if not isinstance(result, Graph):
         raise ParseError("expected a graph, found a model", 1, 1, source)
     return result
 
 
-def parse_model(text: str, source: str = "<text>") -> Model:
+def parse_model(text: str | Iterable[str], source: str = "<text>") -> Model:
     result = parse(text, source)
     if not isinstance(result, Model):
         raise ParseError("expected a model, found a graph", 1, 1, source)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from .errors import ParseError
 
@@ -68,40 +68,41 @@ _NUMBER_LIST = re.compile(rf"[ \t]*((?:{_NUMBER}(?:[ \t]*,[ \t]*{_NUMBER})*)?)[ 
 
 class Lexer:
     """Tokens one at a time (the parser never holds more than two), plus a fast path for the
-    long number lists of tensor literals, which would otherwise be two tokens per element."""
+    long number lists of tensor literals, which would otherwise be two tokens per element.
 
-    def __init__(self, text: str, source: str = "<text>"):
-        self.text, self.source = text, source
-        self.pos, self.line, self.line_start = 0, 1, 0
+    No token spans a line (strings escape their newlines), so the source is read a line at a
+    time: a text stream is never held whole, which keeps parsing a large file within the
+    memory of the graph it builds.
+    """
+
+    def __init__(self, source_text: str | Iterable[str], source: str = "<text>"):
+        self.source = source
+        self._lines = _lines_of(source_text) if isinstance(source_text, str) else iter(source_text)
+        self.text, self.pos, self.line = "", 0, 0
 
         self.tokens: Iterator[Token] = self._scan()
         """The tokens in order; after the last one it keeps giving an ``eof`` token."""
 
     def _scan(self) -> Iterator[Token]:
-        text, match, n = self.text, TOKEN_RE.match, len(self.text)
-        while True:
-            pos = self.pos  # re-read: number_list may have moved it
-            while pos < n:
+        match, lines = TOKEN_RE.match, self._lines
+        for text in lines:
+            self.text, self.pos, n = text, 0, len(text)
+            self.line += 1
+            line = self.line
+            while True:
+                pos = self.pos  # re-read: number_list may have moved it
+                if pos >= n:
+                    break
                 m = match(text, pos)
                 if m is None:
-                    self.pos = pos
-                    raise ParseError(f"unexpected character {text[pos]!r}", self.line, pos - self.line_start + 1,
-                                     self.source)  # fmt: skip
+                    raise ParseError(f"unexpected character {text[pos]!r}", line, pos + 1, self.source)
                 kind = m.lastgroup
-                end = m.end()
-                if kind == "nl":
-                    self.line += 1
-                    self.line_start = end
-                elif kind != "ws":
-                    self.pos = end
-                    yield Token(kind, m.group(), self.line, pos - self.line_start + 1)  # type: ignore[arg-type]
-                    break
-                pos = end
-            else:
-                self.pos = pos
-                eof = Token("eof", "", self.line, pos - self.line_start + 1)
-                while True:
-                    yield eof
+                self.pos = m.end()
+                if kind != "ws" and kind != "nl":
+                    yield Token(kind, m.group(), line, pos + 1)  # type: ignore[arg-type]
+        eof = Token("eof", "", max(self.line, 1), self.pos + 1)
+        while True:
+            yield eof
 
     def number_list(self) -> list[str] | None:
         """Just after a ``[``: the numbers up to the closing ``]`` when that is all there is on
@@ -112,6 +113,16 @@ class Lexer:
         self.pos = m.end()
         body = m.group(1)
         return [x.strip() for x in body.split(",")] if body else []
+
+
+def _lines_of(text: str) -> Iterator[str]:
+    """The lines of ``text``, newline included, without splitting it all at once."""
+    start, n = 0, len(text)
+    while start < n:
+        end = text.find("\n", start)
+        end = n if end < 0 else end + 1
+        yield text[start:end]
+        start = end
 
 
 def tokenize(text: str, source: str = "<text>") -> Iterator[Token]:

@@ -70,8 +70,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.level is not None and args.pipeline:
         raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
     reg = default_registry()
-    timing = ins.Timing()
+    timing, statistics = ins.Timing(), ins.Statistics()
     instruments: list[ins.Instrument] = [timing]
+    if args.statistics:
+        instruments.append(statistics)
     if args.verify_each:
         instruments.append(ins.VerifyEach())
     if args.print_ir_after_all or args.print_ir_after:
@@ -90,6 +92,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     print(f"{args.input} -> {args.output}: {spelled}, {before} -> {len(model.graph)} nodes")
     if args.timing:
         print(timing.report())
+    if args.statistics:
+        print(statistics.report())
     return 0
 
 
@@ -132,6 +136,8 @@ def _irforge_parser() -> argparse.ArgumentParser:
                     help="optimization level (default 0: load, verify, save; see `irforge passes`)")  # fmt: skip
     op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
     op.add_argument("--timing", action="store_true", help="print the time each pass took")
+    op.add_argument("--statistics", action="store_true",
+                    help="print per pass: runs, nodes added and removed, rewrites per pattern")  # fmt: skip
     op.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass that changed it")
     op.add_argument("--print-ir-after", action="append", default=[], metavar="NAME",
                     help="print the IR after the named pass (repeatable)")  # fmt: skip

@@ -89,6 +89,25 @@ def test_optimize_runs_a_pipeline_and_keeps_outputs(tmp_path):
                                interpret(irforge.load(EXAMPLE), {name: x})[0], rtol=1e-6)  # fmt: skip
 
 
+def test_optimize_statistics_count_nodes_and_rewrites_per_pass(tmp_path):
+    proc = _cli("optimize", EXAMPLE, "-o", str(tmp_path / "out.onnx"), "-O1", "--statistics")
+    assert proc.returncode == 0, proc.stderr
+    report = proc.stdout.split("pass statistics:\n")[1]
+    sections = {}
+    for line in report.splitlines():
+        if not line.startswith("    "):
+            name = line.strip()
+            sections[name] = {}
+        else:
+            count, key = line.split(maxsplit=1)
+            sections[name][key] = int(count)
+    # the example's Conv with bias and its BatchNormalization become one Conv
+    assert sections["fuse-conv-bn"] == {"runs": 1, "changed": 1, "nodes added": 1, "nodes removed": 2,
+                                        "conv-bias-batchnorm": 1}  # fmt: skip
+    assert sections["cse"]["runs"] == sections["dce"]["runs"] >= 1
+    assert "10 -> 9 nodes" in proc.stdout
+
+
 def test_optimize_with_an_unknown_pass_names_it_and_writes_nothing(tmp_path):
     out = tmp_path / "out.onnx"
     proc = _cli("optimize", EXAMPLE, "-o", str(out), "--pipeline", "dce,no-such-pass")

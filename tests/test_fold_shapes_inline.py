@@ -146,6 +146,30 @@ def test_constant_fold_respects_a_configured_size_limit():
     assert [n.op_type for n in g] == ["Add"]
 
 
+@pytest.mark.parametrize(
+    "shape, value, folded",
+    [
+        ("dense<i64[2]>[2, 3]", "", True),  # default value: f32 zeros
+        ("dense<i64[2]>[2, 3]", " <value = dense<i32[1]>[7]>", True),
+        ("dense<i64[0]>[]", " <value = dense<f16[1]>[1.5]>", True),  # a scalar
+        ("dense<i32[2]>[2, 3]", "", False),  # the schema asks for int64
+        ("dense<i64[2,1]>[2, 3]", "", False),  # the shape must be 1-D
+        ("dense<i64[2]>[2, -3]", "", False),  # no negative dims
+        ("dense<i64[1]>[2]", " <value = dense<f32[2]>[1.0, 2.0]>", False),  # one-element value only
+    ],
+)
+def test_constant_fold_reads_constant_of_shape_types_like_onnx(shape, value, folded):
+    g = parse_graph(f"graph @g() {{\n  %s = Constant() <value = {shape}>\n  %f = ConstantOfShape(%s){value}\n"
+                    "  %y = Identity(%f)\n  return %y\n}\n")  # fmt: skip
+    before = interpret(g, {}) if folded else None
+    REGISTRY.passes["constant-fold"]().run(g, PassContext())
+    assert ("ConstantOfShape" not in [n.op_type for n in g]) == folded
+    if folded:
+        (after,) = interpret(g, {})
+        np.testing.assert_array_equal(after, before[0])
+        assert after.dtype == before[0].dtype
+
+
 def test_constant_fold_keeps_random_ops():
     g = parse_graph("graph @g(%x: f32[3]) {\n  %r = RandomNormal() <shape = ints[3]>\n"
                     "  %y = Add(%x, %r)\n  return %y\n}\n")  # fmt: skip

@@ -107,6 +107,8 @@ class _Folder:
 
     def expected_types(self, node: Node) -> list | None:
         """The output types ONNX's inference gives this node on its constant inputs."""
+        if node.op_type == "ConstantOfShape" and node.domain == "":
+            return _filled_type(node)
         version = self.opsets.get(node.domain, onnx.defs.onnx_opset_version() if not node.domain else 1)
         try:
             schema = onnx.defs.get_schema(node.op_type, version, node.domain)
@@ -199,6 +201,24 @@ def _constant(v: Value) -> TensorData | None:
         c = v.const_value
         return c if is_tensor_data(c) else None
     return None
+
+
+def _filled_type(node: Node) -> list | None:
+    """``ConstantOfShape``'s result type, read off its shape input and ``value`` attribute as
+    ONNX's inference would (``None`` where that would refuse).  It is the op that holds the weights
+    of many exported models, so it is worth skipping a round trip through ONNX for."""
+    if len(node.inputs) != 1 or node.inputs[0] is None or len(node.outputs) != 1:
+        return None
+    shape = _constant(node.inputs[0])
+    value = node.attr("value")
+    if shape is None or shape.dtype != DataType.INT64 or len(shape.shape) != 1:
+        return None
+    if value is not None and (not is_tensor_data(value) or prod(value.shape) != 1):
+        return None
+    dims = tuple(int(d) for d in shape.numpy())
+    if any(d < 0 for d in dims):
+        return None
+    return [TensorType(DataType.FLOAT if value is None else value.dtype, dims)]
 
 
 def _static(t) -> bool:

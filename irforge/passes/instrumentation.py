@@ -1,4 +1,5 @@
-"""What the manager does around each pass: timing, IR printing, verify-each, the honesty check.
+"""What the manager does around each pass: timing, statistics, IR printing, verify-each, the
+honesty check.
 
 An instrument is any object with ``before_pass(pass_, model, ctx)`` and ``after_pass(pass_,
 model, ctx, result)``; plugins reach the same points through the pluggy hooks
@@ -49,6 +50,43 @@ class Timing(Instrument):
         for name, s in sorted(self.seconds.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {s:9.4f}  {100 * s / total:5.1f}%  {self.runs[name]:4d}  {name}")
         lines.append(f"  {sum(self.seconds.values()):9.4f}  100.0%        total")
+        return "\n".join(lines)
+
+
+def _all_nodes(model: Model) -> set:
+    nodes = set(model.graph.all_nodes())
+    for fn in model.functions.values():
+        nodes.update(fn.graph.all_nodes())
+    return nodes
+
+
+@dataclass
+class Statistics(Instrument):
+    """Per pass name, summed over its runs: how many runs changed the model, nodes added and
+    removed (by identity, subgraphs and functions included), and the pass's own counters (for
+    pattern passes, the rewrites applied per pattern).  Costs a walk of the model per pass."""
+
+    totals: dict[str, dict[str, int]] = field(default_factory=dict)
+    _before: list[set] = field(default_factory=list)
+
+    def before_pass(self, pass_, model, ctx):
+        self._before.append(_all_nodes(model))
+
+    def after_pass(self, pass_, model, ctx, result):
+        before, after = self._before.pop(), _all_nodes(model)
+        t = self.totals.setdefault(pass_.name, {"runs": 0, "changed": 0, "nodes added": 0, "nodes removed": 0})
+        t["runs"] += 1
+        t["changed"] += int(result.changed)
+        t["nodes added"] += len(after - before)
+        t["nodes removed"] += len(before - after)
+        for key, count in result.statistics.items():
+            t[key] = t.get(key, 0) + count
+
+    def report(self) -> str:
+        lines = ["pass statistics:"]
+        for name, t in self.totals.items():
+            lines.append(f"  {name}")
+            lines += [f"    {count:8d}  {key}" for key, count in t.items() if count or key in ("runs", "changed")]
         return "\n".join(lines)
 
 

@@ -145,8 +145,8 @@ def report(rows: list[dict]) -> str:
     sizes = sorted({r["nodes"] for r in rows})
     out = [
         "| graph | nodes | file | step | irforge | onnx-ir | onnx | irforge / onnx-ir "
-        "| peak MiB irforge / onnx-ir / onnx |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---|",
+        "| peak MiB irforge / onnx-ir / onnx | irforge peak ÷ onnx.load peak |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     for kind in kinds:
         for size in sizes:
@@ -157,11 +157,11 @@ def report(rows: list[dict]) -> str:
                 oir, onx = get.get((kind, size, "onnx_ir", step)), get.get((kind, size, "onnx", step))
                 ratio = f"{ours['seconds'] / oir['seconds']:.2f}×" if oir else ""
                 peaks = " / ".join(f"{r['peak_mib']:.0f}" if r else "–" for r in (ours, oir, onx))
+                loaded = get.get((kind, size, "onnx", "load"))
+                memory = f"{ours['peak_mib'] / loaded['peak_mib']:.2f}×" if loaded else ""
                 head = f"| {kind} | {size:,} | {ours['file_mib']} MiB | {step} | {ours['seconds']:.3f} s |"
-                if oir:
-                    out.append(f"{head} {oir['seconds']:.3f} s | {onx['seconds']:.3f} s | {ratio} | {peaks} |")
-                else:
-                    out.append(f"{head} | | | {peaks} |")
+                times = f" {oir['seconds']:.3f} s | {onx['seconds']:.3f} s | {ratio} |" if oir else " | | |"
+                out.append(f"{head}{times} {peaks} | {memory} |")
     out.append("")
     out.append("Growth (time at 10× the nodes ÷ time before; 10.0 is linear):")
     out.append("")

@@ -32,7 +32,7 @@ RESULTS = os.path.join(HERE, "results")
 TOOLS = ["irforge -O1", "irforge -O2", "irforge -O1 unbounded", "onnxslim", "onnxscript", "onnxsim", "onnxoptimizer"]
 
 WORKER = r"""
-import json, os, sys, time, warnings
+import gc, json, os, sys, time, warnings
 warnings.simplefilter("ignore")
 tool, path = sys.argv[1:3]
 
@@ -76,13 +76,15 @@ with open("/proc/self/clear_refs", "w") as f:
 t0 = time.perf_counter()
 nodes = run()
 cold = time.perf_counter() - t0
+peak = peak_kib()  # the cold run's: later runs may overlap with garbage of earlier ones
 warm = []
 while cold < 20 and len(warm) < (5 if cold < 1 else 1):
+    gc.collect()
     t0 = time.perf_counter()
     run()
     warm.append(time.perf_counter() - t0)
 warm = sorted(warm)[len(warm) // 2] if warm else None
-print(json.dumps({"seconds": cold, "warm": warm, "peak_mib": peak_kib() / 1024, "nodes": nodes}))
+print(json.dumps({"seconds": cold, "warm": warm, "peak_mib": peak / 1024, "nodes": nodes}))
 """
 
 

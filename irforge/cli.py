@@ -64,6 +64,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .backends.onnx import save
     from .core_ir.verifier import verify_model
     from .passes import instrumentation as ins
+    from .passes.base import PassContext
     from .plugins import default_registry
     from .plugins.instruments import pass_manager
 
@@ -84,8 +85,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     model = _load(args.input)
     verify_model(model)
     before = len(model.graph)
+    ctx = PassContext(rewrite_log=[] if args.debug_rewrites else None)
     if pm.pipeline.passes:
-        pm.run(model)
+        try:
+            pm.run(model, ctx)
+        finally:
+            if args.debug_rewrites:
+                _print_rewrites(ctx.rewrite_log)
         verify_model(model)
     save(model, args.output)
     spelled = text if args.pipeline else f"-O{args.level or 0}"
@@ -95,6 +101,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.statistics:
         print(statistics.report())
     return 0
+
+
+def _print_rewrites(log) -> None:
+    print("rewrites:")
+    for pass_name, result in log:
+        for line in result.report():
+            print(f"  [{pass_name}] {line}")
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
@@ -136,6 +149,8 @@ def _irforge_parser() -> argparse.ArgumentParser:
                     help="optimization level (default 0: load, verify, save; see `irforge passes`)")  # fmt: skip
     op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
     op.add_argument("--timing", action="store_true", help="print the time each pass took")
+    op.add_argument("--debug-rewrites", action="store_true",
+                    help="print every rewrite (pattern, source line, nodes) and why unapplied patterns missed")
     op.add_argument("--statistics", action="store_true",
                     help="print per pass: runs, nodes added and removed, rewrites per pattern")  # fmt: skip
     op.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass that changed it")

@@ -108,6 +108,19 @@ def test_optimize_statistics_count_nodes_and_rewrites_per_pass(tmp_path):
     assert "10 -> 9 nodes" in proc.stdout
 
 
+def test_optimize_debug_rewrites_shows_each_rewrite_and_the_closest_misses(tmp_path):
+    proc = _cli("optimize", EXAMPLE, "-o", str(tmp_path / "out.onnx"), "-O1", "--debug-rewrites")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("rewrites:\n")[1].splitlines()
+    applied = [line for line in lines if line.startswith("  [fuse-conv-bn] conv-bias-batchnorm (")]
+    assert len(applied) == 1
+    assert "fuse_conv_bn.py:" in applied[0]
+    assert ': BatchNormalization "bn", Conv "conv1" -> Conv producing %' in applied[0]
+    # the bias-less variant explains why it did not apply to the same two nodes
+    assert ('  [fuse-conv-bn] conv-batchnorm did not match; closest at BatchNormalization "bn": '
+            'Conv "conv1" has 3 inputs, the pattern 2') in lines  # fmt: skip
+
+
 def test_optimize_with_an_unknown_pass_names_it_and_writes_nothing(tmp_path):
     out = tmp_path / "out.onnx"
     proc = _cli("optimize", EXAMPLE, "-o", str(out), "--pipeline", "dce,no-such-pass")

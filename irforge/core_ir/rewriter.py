@@ -45,6 +45,16 @@ class RewriteResult:
             out[r.pattern] = out.get(r.pattern, 0) + 1
         return out
 
+    def report(self) -> list[str]:
+        """One line per rewrite (pattern, where it is defined, nodes matched -> nodes created),
+        then, for each pattern that never applied, its closest miss and the condition that failed."""
+        lines = [f"{r.pattern} ({r.defined_at}): {', '.join(r.matched)} -> {', '.join(r.created) or 'nothing'}"
+                 for r in self.records]  # fmt: skip
+        applied = {r.pattern for r in self.records}
+        lines += [f"{name} did not match; closest at {node}: {reason}"
+                  for name, (node, reason) in sorted(self.near_misses.items()) if name not in applied]  # fmt: skip
+        return lines
+
 
 def apply_patterns(
     graph: Graph, patterns: Sequence[Pattern], *, max_rewrites: int | None = None, debug: bool = False

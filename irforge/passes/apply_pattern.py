@@ -7,8 +7,7 @@ from typing import ClassVar
 
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Pattern
-from ..core_ir.rewriter import apply_patterns
-from .base import Pass, PassContext, PassResult
+from .base import Pass, PassContext, PassResult, run_patterns
 
 
 class _Summary:
@@ -30,8 +29,7 @@ class PatternPass(Pass):
     """0: ten per node plus 100."""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        result = apply_patterns(graph, [self.pattern], max_rewrites=self.max_rewrites or None)
-        return PassResult(result.changed, result.counts())
+        return run_patterns(self, graph, ctx, [self.pattern], max_rewrites=self.max_rewrites or None)
 
 
 def pattern_pass(pattern: Pattern) -> type[Pass]:

@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 from ..core_ir.errors import IrforgeError
 from ..core_ir.graph import Graph
 from ..core_ir.model import Model
+from ..core_ir.pattern import Pattern
+from ..core_ir.rewriter import RewriteResult, apply_patterns
 
 
 class PassError(IrforgeError):
@@ -34,6 +36,9 @@ class PassContext:
     analyses: dict[str, Any] = field(default_factory=dict)
     model: Model | None = None
     """The model being optimized, set by the manager: opset imports and functions live there."""
+    rewrite_log: list[tuple[str, RewriteResult]] | None = None
+    """When a list (``irforge optimize --debug-rewrites``), pattern passes trace why patterns did
+    not match and append ``(pass name, result)`` for every graph they ran on."""
 
     def opset_imports(self, graph: Graph) -> dict[str, int]:
         """The opsets ``graph`` is written against (its model's, when it is a subgraph)."""
@@ -82,3 +87,14 @@ class Pass:
             if value != default:
                 out[f.name] = value
         return out
+
+
+def run_patterns(
+    pass_: Pass, graph: Graph, ctx: PassContext, patterns: list[Pattern], *, max_rewrites: int | None = None
+) -> PassResult:
+    """The body of a pattern pass: rewrite ``graph`` to a fixed point; the statistics count the
+    rewrites per pattern, and ``ctx.rewrite_log`` (when set) gets the full record."""
+    result = apply_patterns(graph, patterns, max_rewrites=max_rewrites, debug=ctx.rewrite_log is not None)
+    if ctx.rewrite_log is not None:
+        ctx.rewrite_log.append((pass_.name, result))
+    return PassResult(result.changed, result.counts())

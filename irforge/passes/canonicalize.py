@@ -12,8 +12,7 @@ import numpy as np
 
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Match, Pattern
-from ..core_ir.rewriter import apply_patterns
-from .base import Pass, PassContext, PassResult
+from .base import Pass, PassContext, PassResult, run_patterns
 
 
 def _forwardable(m: Match, name: str) -> bool:
@@ -270,5 +269,4 @@ class Canonicalize(Pass):
     """0: ten per node plus 100."""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        result = apply_patterns(graph, PATTERNS, max_rewrites=self.max_rewrites or None)
-        return PassResult(result.changed, result.counts())
+        return run_patterns(self, graph, ctx, PATTERNS, max_rewrites=self.max_rewrites or None)

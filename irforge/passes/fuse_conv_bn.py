@@ -18,8 +18,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Match, Pattern
-from ..core_ir.rewriter import apply_patterns
-from .base import Pass, PassContext, PassResult
+from .base import Pass, PassContext, PassResult, run_patterns
 
 _FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
 
@@ -213,5 +212,4 @@ class FuseConvBatchNorm(Pass):
     summary = "BatchNormalization and per-channel constant Mul/Add folded into the Conv (or BatchNormalization) before"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        result = apply_patterns(graph, PATTERNS)
-        return PassResult(result.changed, result.counts())
+        return run_patterns(self, graph, ctx, PATTERNS)

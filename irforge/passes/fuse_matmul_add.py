@@ -18,9 +18,8 @@ import numpy as np
 from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Match, Pattern
-from ..core_ir.rewriter import apply_patterns
 from ..core_ir.types import TensorType
-from .base import Pass, PassContext, PassResult
+from .base import Pass, PassContext, PassResult, run_patterns
 
 _GEMM_TYPES = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
 """Gemm's float types; the integer ones would fold an integer bias the same way, but no exporter
@@ -81,5 +80,4 @@ class FuseMatMulAdd(Pass):
     summary = "MatMul by a constant matrix plus a constant bias becomes Gemm (batched inputs are flattened)"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        result = apply_patterns(graph, PATTERNS)
-        return PassResult(result.changed, result.counts())
+        return run_patterns(self, graph, ctx, PATTERNS)

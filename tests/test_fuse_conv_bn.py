@@ -139,3 +139,45 @@ def test_per_channel_reads_broadcasting_onto_axis_one():
     assert per_channel(np.ones((4,)), 4, 4) is None  # broadcasts onto the last axis
     assert per_channel(np.ones((4, 1, 1)), 4, 5) is None
     assert per_channel(np.ones((1, 1, 1, 1, 1)), 4, 4) is None
+
+
+def _filled_weight_model(tail: list, extra_inits: list, fill=0.02):
+    """As ``_model``, but the weight is ``ConstantOfShape`` (as weights over the folding limit are)."""
+    proto = _model(tail, extra_inits)
+    del proto.graph.initializer[0]  # w
+    proto.graph.initializer.append(numpy_helper.from_array(np.array([C_OUT, C_IN, 3, 3], np.int64), "w_shape"))
+    value = numpy_helper.from_array(np.array([fill], np.float32), "value")
+    proto.graph.node.insert(0, oh.make_node("ConstantOfShape", ["w_shape"], ["w"], value=value))
+    return proto
+
+
+def _uniform_bn_inits(channels=C_OUT):
+    return [_init(n, np.full(channels, v)) for n, v in (("scale", 0.7), ("bias", 0.1), ("mean", 0.3), ("var", 1.5))]
+
+
+@pytest.mark.parametrize(
+    "tail, inits",
+    [
+        ([_bn()], _uniform_bn_inits()),
+        ([oh.make_node("Mul", ["c", "k"], ["y"])], [_init("k", np.array(1.5))]),
+        ([oh.make_node("Add", ["c", "k"], ["y"])], [_init("k", RNG.standard_normal((C_OUT, 1, 1)))]),
+    ],
+    ids=["batchnorm", "mul", "add"],
+)
+def test_a_filled_weight_absorbs_a_uniform_scale_and_stays_filled(tail, inits):
+    ops = _optimize(_filled_weight_model(tail, inits), "shape-inference,fuse-conv-bn,dce")
+    assert ops == ["ConstantOfShape", "Conv"]
+
+
+@pytest.mark.parametrize(
+    "tail, inits",
+    [
+        ([_bn()], _bn_inits()),
+        ([oh.make_node("Mul", ["c", "k"], ["y"])], [_init("k", RNG.standard_normal((C_OUT, 1, 1)))]),
+    ],
+    ids=["batchnorm", "mul"],
+)
+def test_a_filled_weight_is_not_materialised_for_a_per_channel_scale(tail, inits):
+    model = irforge.from_onnx(_filled_weight_model(tail, inits))
+    PassManager.parse("shape-inference,fuse-conv-bn", REGISTRY.runnable).run(model)
+    assert [n.op_type for n in model.graph] == ["ConstantOfShape", "Conv", tail[0].op_type]

@@ -5,8 +5,10 @@ and ``t = bias - mean * s``; a Conv with constant weights absorbs it exactly (``
 channel, bias ``(B - mean) * s + bias``), so every Conv+BN block of a CNN loses a node.  Caffe-era
 models follow the BatchNormalization with a separate scale layer (``Mul`` and ``Add`` by per-channel
 constants); those fold into the BatchNormalization, or into a Conv directly.  The new weights are
-computed in float64 and stored in the Conv's dtype.  Weights that are not materialised (an op such
-as ConstantOfShape over the folding limit) are left alone, since fusing would materialise them.
+computed in float64 and stored in the Conv's dtype.  A weight that is a filled tensor
+(``ConstantOfShape`` of a constant shape: weights over the folding limit, or placeholder weights)
+stays one: it absorbs a scale that is the same for every channel into its fill value, and is left
+alone otherwise, since fusing would materialise it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import numpy as np
 
 from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
-from ..core_ir.pattern import Match, Pattern
+from ..core_ir.pattern import Match, Pattern, constant_value
+from ..core_ir.tensors import NumpyTensor
+from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult, run_patterns
 
 _FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
@@ -69,64 +73,121 @@ def _epsilon(m: Match, node_index: int) -> float:
     return 1e-5 if eps is None else float(eps.value)
 
 
-def _conv_weights(m: Match) -> bool:
+@dataclass(frozen=True)
+class _Weight:
+    """A Conv's weight as fusion sees it: a materialised constant (``array``), or a filled tensor
+    (``fill`` everywhere, made by ``ConstantOfShape`` of the constant ``shape_value``)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    array: np.ndarray | None = None
+    fill: np.ndarray | None = None
+    shape_value: Value | None = None
+
+    @property
+    def channels(self) -> int:
+        return self.shape[0]
+
+    def scaled(self, b, scale: np.ndarray) -> Value:
+        """``W * scale`` per output channel; a filled weight stays filled (``scale`` is uniform)."""
+        if self.array is not None:
+            factor = scale.reshape(-1, *([1] * (len(self.shape) - 1)))
+            return b.constant((self.array.astype(np.float64) * factor).astype(self.dtype))
+        fill = (self.fill.astype(np.float64) * scale[0]).astype(self.dtype)
+        return b.op.ConstantOfShape(self.shape_value, value=NumpyTensor(fill))
+
+
+def _weight(m: Match) -> _Weight | None:
     w = m.constant("w")
-    if w is None or w.ndim < 3:
-        return m.fail("the weight is not a materialised constant")
-    if "b" in m.values and (m.constant("b") is None or m.constant("b").shape != (w.shape[0],)):
+    if w is not None:
+        return _Weight(w.shape, w.dtype, array=w)
+    filler = m["w"].producer()
+    if filler is None or filler.op_type != "ConstantOfShape" or filler.domain or not filler.inputs:
+        return None
+    dims = constant_value(filler.inputs[0])
+    value = filler.attributes.get("value")
+    if dims is None or dims.ndim != 1 or (value is not None and value.ref is not None):
+        return None
+    fill = np.zeros(1, np.float32) if value is None else value.value.numpy().reshape(-1)
+    if fill.size != 1:
+        return None
+    return _Weight(tuple(int(d) for d in dims), fill.dtype, fill=fill, shape_value=filler.inputs[0])
+
+
+def _conv_weights(m: Match, scale: np.ndarray | None = None) -> bool:
+    """The Conv's weight, bias and types allow folding ``scale`` (per output channel) in."""
+    w = _weight(m)
+    if w is None or len(w.shape) < 3:
+        return m.fail("the weight is neither a constant nor a filled tensor (ConstantOfShape)")
+    if "b" in m.values and (m.constant("b") is None or m.constant("b").shape != (w.channels,)):
         return m.fail("the bias is not a constant vector")
     names = ("x", "w", "b") if "b" in m.values else ("x", "w")
     if not _one_float_type(m, *names):
         return m.fail("the dtypes are not one float type")
     if not _inner_single_use(m):
         return m.fail("the Conv's result is read elsewhere")
+    if w.array is None and scale is not None and not np.all(scale == scale[0]):
+        return m.fail("the weight is a filled tensor and the scale varies by channel: fusing would materialise it")
     return True
 
 
 def _conv(b, m: Match, scale: np.ndarray, shift: np.ndarray):
     """Conv with weights ``W * scale`` and bias ``B * scale + shift``, per output channel."""
-    w = m.constant("w")
-    old_bias = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(w.shape[0])
-    new_w = (w.astype(np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+    w = _weight(m)
+    old_bias = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(w.channels)
     new_b = (old_bias * scale + shift).astype(w.dtype)
+    new_w = w.scaled(b, scale)
+    new_w.type = m["w"].type
     conv = m.nodes[-1]
-    out = b.op.Conv(m["x"], b.constant(new_w), b.constant(new_b), **conv.attributes)
+    out = b.op.Conv(m["x"], new_w, b.constant(new_b), **conv.attributes)
     out.type = m.outputs[0].type
     return out
 
 
+def _bn_scale_shift(m: Match) -> tuple[np.ndarray, np.ndarray]:
+    c = {n: m.constant(n).astype(np.float64) for n in ("scale", "bias", "mean", "var")}
+    s = c["scale"] / np.sqrt(c["var"] + _epsilon(m, 0))
+    return s, c["bias"] - c["mean"] * s
+
+
 def _conv_bn_check(m: Match) -> bool:
-    if not _conv_weights(m) or not _inference_bn(m, 0):
+    if not _inference_bn(m, 0) or not _conv_weights(m, _bn_scale_shift(m)[0]):
         return False
-    if m.constant("scale").size != m.constant("w").shape[0]:
+    if m.constant("scale").size != _weight(m).channels:
         return m.fail("the BatchNormalization's channels are not the Conv's")
     return _one_float_type(m, "x", "scale", "bias", "mean", "var")
 
 
 def _conv_bn(b, m: Match):
-    c = {n: m.constant(n).astype(np.float64) for n in ("scale", "bias", "mean", "var")}
-    s = c["scale"] / np.sqrt(c["var"] + _epsilon(m, 0))
-    return _conv(b, m, s, c["bias"] - c["mean"] * s)
+    return _conv(b, m, *_bn_scale_shift(m))
 
 
-def _conv_affine_check(m: Match) -> bool:
-    if not _conv_weights(m) or not _one_float_type(m, "x", "k"):
-        return False
-    w = m.constant("w")
-    if per_channel(m.constant("k"), w.ndim, w.shape[0]) is None:
-        return m.fail("the operand is not one constant per output channel")
-    return True
+def _k_per_output_channel(m: Match) -> np.ndarray | None:
+    w = _weight(m)
+    return None if w is None else per_channel(m.constant("k"), len(w.shape), w.channels)
+
+
+def _conv_mul_check(m: Match) -> bool:
+    k = _k_per_output_channel(m)
+    if k is None:
+        return m.fail("the operand is not one constant per output channel (or the weight is not constant)")
+    return _conv_weights(m, k) and _one_float_type(m, "x", "k")
+
+
+def _conv_add_check(m: Match) -> bool:
+    if _k_per_output_channel(m) is None:
+        return m.fail("the operand is not one constant per output channel (or the weight is not constant)")
+    return _conv_weights(m) and _one_float_type(m, "x", "k")
 
 
 def _conv_mul(b, m: Match):
-    w = m.constant("w")
-    k = per_channel(m.constant("k"), w.ndim, w.shape[0])
-    return _conv(b, m, k, np.zeros(w.shape[0]))
+    k = _k_per_output_channel(m)
+    return _conv(b, m, k, np.zeros(k.size))
 
 
 def _conv_add(b, m: Match):
-    w = m.constant("w")
-    return _conv(b, m, np.ones(w.shape[0]), per_channel(m.constant("k"), w.ndim, w.shape[0]))
+    k = _k_per_output_channel(m)
+    return _conv(b, m, np.ones(k.size), k)
 
 
 def _bn_affine_check(m: Match) -> bool:
@@ -164,7 +225,7 @@ def _bn_add(b, m: Match):
 
 
 def _conv_source(p, with_bias: bool):
-    inputs = (p.var("x"), p.const("w"), p.const("b")) if with_bias else (p.var("x"), p.const("w"))
+    inputs = (p.var("x"), p.var("w"), p.const("b")) if with_bias else (p.var("x"), p.var("w"))
     return p.op.Conv(*inputs)
 
 
@@ -188,8 +249,8 @@ def _patterns() -> list[Pattern]:
 
         patterns += [
             Pattern(f"conv{suffix}-batchnorm", bn, _conv_bn, check=_conv_bn_check),
-            Pattern(f"conv{suffix}-mul", mul, _conv_mul, check=_conv_affine_check),
-            Pattern(f"conv{suffix}-add", add, _conv_add, check=_conv_affine_check),
+            Pattern(f"conv{suffix}-mul", mul, _conv_mul, check=_conv_mul_check),
+            Pattern(f"conv{suffix}-add", add, _conv_add, check=_conv_add_check),
         ]
 
     def bn_source(p):

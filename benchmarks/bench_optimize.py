@@ -129,6 +129,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     ap.add_argument("--tools", nargs="+", default=TOOLS)
     ap.add_argument("--no-bert", action="store_true")
+    ap.add_argument("--only", nargs="+", metavar="MODEL",
+                    help='measure only these models (as named in the table, e.g. "chain 1000k"); keep '
+                         "optimize.json's other rows")  # fmt: skip
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import onnx
@@ -137,6 +140,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         gave_up: dict[tuple[str, str], str] = {}
         for name, path, kind in models(tmp, args.sizes, not args.no_bert):
+            if args.only and name not in args.only:
+                continue
             before = len(onnx.load(path, load_external_data=False).graph.node)
             for tool in args.tools:
                 row = {"model": name, "tool": tool, "nodes_before": before}
@@ -167,11 +172,19 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     os.makedirs(RESULTS, exist_ok=True)
+    tools = args.tools
+    if args.only and os.path.exists(os.path.join(RESULTS, "optimize.json")):
+        with open(os.path.join(RESULTS, "optimize.json")) as f:
+            fresh = {(r["model"], r["tool"]) for r in rows}
+            kept = [r for r in json.load(f) if (r["model"], r["tool"]) not in fresh]
+        order = {name: i for i, name in enumerate(dict.fromkeys(r["model"] for r in kept + rows))}
+        rows = sorted(kept + rows, key=lambda r: order[r["model"]])
+        tools = TOOLS
     with open(os.path.join(RESULTS, "optimize.json"), "w") as f:
         json.dump(rows, f, indent=1)
     with open(os.path.join(RESULTS, "optimize.md"), "w") as f:
-        f.write(table(rows, args.tools))
-    print(table(rows, args.tools))
+        f.write(table(rows, tools))
+    print(table(rows, tools))
 
 
 def _cell(r: dict) -> str:

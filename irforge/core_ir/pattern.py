@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from .attributes import Attr
+from .dtypes import DataType
 from .node import Node
+from .tensors import is_tensor_data, num_elements
 from .value import Value
 
 COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "And", "Or", "Xor", "Equal", "Sum", "Mean",
@@ -139,6 +141,38 @@ def constant_value(v: Value | None) -> np.ndarray | None:
     if p is not None and p.op_type == "Constant" and not p.domain and "value" in p.attributes:
         return p.attributes["value"].value.numpy()
     return None
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A tensor of one repeated element, made by ``ConstantOfShape`` of a constant shape: known
+    without being materialised (weights over the folding limit, placeholder weights)."""
+
+    dims: tuple[int, ...]
+    dtype: DataType
+    fill: np.ndarray
+    """The element, as a one-element 1-D array."""
+    shape_value: Value
+    """The constant shape input, for building another ``ConstantOfShape`` of the same shape."""
+
+
+def filled_value(v: Value | None) -> Filled | None:
+    """``v`` as a :class:`Filled` tensor, or None when it is not one.  The ``ConstantOfShape``
+    must be valid ONNX (a 1-D int64 shape without negative dims, a one-element ``value``)."""
+    p = None if v is None else v.producer()
+    if p is None or p.op_type != "ConstantOfShape" or p.domain or len(p.inputs) != 1:
+        return None
+    shape = constant_value(p.inputs[0])
+    if shape is None or shape.dtype != np.int64 or shape.ndim != 1 or (shape < 0).any():
+        return None
+    value = p.attributes.get("value")
+    if value is None:
+        fill, dtype = np.zeros(1, np.float32), DataType.FLOAT
+    elif value.ref is None and is_tensor_data(value.value) and num_elements(tuple(value.value.shape)) == 1:
+        fill, dtype = value.value.numpy().reshape(1), value.value.dtype
+    else:
+        return None
+    return Filled(tuple(int(d) for d in shape), dtype, fill, p.inputs[0])  # type: ignore[arg-type]
 
 
 Replacement = Callable[[Any, Match], "Value | tuple[Value, ...]"]

@@ -23,6 +23,7 @@ from ..core_ir.errors import InterpreterError
 from ..core_ir.graph import Graph
 from ..core_ir.interpreter import Interpreter
 from ..core_ir.node import Node
+from ..core_ir.pattern import filled_value
 from ..core_ir.serde import Serializer, tensor_to_proto, type_from_proto, type_to_proto
 from ..core_ir.tensors import NumpyTensor, TensorData, is_tensor_data, nbytes
 from ..core_ir.types import TensorType
@@ -207,18 +208,8 @@ def _filled_type(node: Node) -> list | None:
     """``ConstantOfShape``'s result type, read off its shape input and ``value`` attribute as
     ONNX's inference would (``None`` where that would refuse).  It is the op that holds the weights
     of many exported models, so it is worth skipping a round trip through ONNX for."""
-    if len(node.inputs) != 1 or node.inputs[0] is None or len(node.outputs) != 1:
-        return None
-    shape = _constant(node.inputs[0])
-    value = node.attr("value")
-    if shape is None or shape.dtype != DataType.INT64 or len(shape.shape) != 1:
-        return None
-    if value is not None and (not is_tensor_data(value) or prod(value.shape) != 1):
-        return None
-    dims = tuple(int(d) for d in shape.numpy())
-    if any(d < 0 for d in dims):
-        return None
-    return [TensorType(DataType.FLOAT if value is None else value.dtype, dims)]
+    filled = filled_value(node.outputs[0]) if len(node.outputs) == 1 else None
+    return None if filled is None else [TensorType(filled.dtype, filled.dims)]
 
 
 def _static(t) -> bool:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
-from ..core_ir.pattern import Match, Pattern, constant_value
+from ..core_ir.pattern import Filled, Match, Pattern, filled_value
 from ..core_ir.tensors import NumpyTensor
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult, run_patterns
@@ -75,14 +75,12 @@ def _epsilon(m: Match, node_index: int) -> float:
 
 @dataclass(frozen=True)
 class _Weight:
-    """A Conv's weight as fusion sees it: a materialised constant (``array``), or a filled tensor
-    (``fill`` everywhere, made by ``ConstantOfShape`` of the constant ``shape_value``)."""
+    """A Conv's weight as fusion sees it: a materialised constant (``array``) or a filled tensor."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     array: np.ndarray | None = None
-    fill: np.ndarray | None = None
-    shape_value: Value | None = None
+    filled: Filled | None = None
 
     @property
     def channels(self) -> int:
@@ -93,25 +91,16 @@ class _Weight:
         if self.array is not None:
             factor = scale.reshape(-1, *([1] * (len(self.shape) - 1)))
             return b.constant((self.array.astype(np.float64) * factor).astype(self.dtype))
-        fill = (self.fill.astype(np.float64) * scale[0]).astype(self.dtype)
-        return b.op.ConstantOfShape(self.shape_value, value=NumpyTensor(fill))
+        fill = (self.filled.fill.astype(np.float64) * scale[0]).astype(self.dtype)
+        return b.op.ConstantOfShape(self.filled.shape_value, value=NumpyTensor(fill, self.filled.dtype))
 
 
 def _weight(m: Match) -> _Weight | None:
     w = m.constant("w")
     if w is not None:
         return _Weight(w.shape, w.dtype, array=w)
-    filler = m["w"].producer()
-    if filler is None or filler.op_type != "ConstantOfShape" or filler.domain or not filler.inputs:
-        return None
-    dims = constant_value(filler.inputs[0])
-    value = filler.attributes.get("value")
-    if dims is None or dims.ndim != 1 or (value is not None and value.ref is not None):
-        return None
-    fill = np.zeros(1, np.float32) if value is None else value.value.numpy().reshape(-1)
-    if fill.size != 1:
-        return None
-    return _Weight(tuple(int(d) for d in dims), fill.dtype, fill=fill, shape_value=filler.inputs[0])
+    filled = filled_value(m["w"])
+    return None if filled is None else _Weight(filled.dims, filled.fill.dtype, filled=filled)
 
 
 def _conv_weights(m: Match, scale: np.ndarray | None = None) -> bool:
@@ -167,17 +156,12 @@ def _k_per_output_channel(m: Match) -> np.ndarray | None:
     return None if w is None else per_channel(m.constant("k"), len(w.shape), w.channels)
 
 
-def _conv_mul_check(m: Match) -> bool:
+def _conv_affine_check(m: Match) -> bool:
     k = _k_per_output_channel(m)
     if k is None:
         return m.fail("the operand is not one constant per output channel (or the weight is not constant)")
-    return _conv_weights(m, k) and _one_float_type(m, "x", "k")
-
-
-def _conv_add_check(m: Match) -> bool:
-    if _k_per_output_channel(m) is None:
-        return m.fail("the operand is not one constant per output channel (or the weight is not constant)")
-    return _conv_weights(m) and _one_float_type(m, "x", "k")
+    scale = k if m.nodes[0].op_type == "Mul" else None  # an Add leaves the weight as it is
+    return _conv_weights(m, scale) and _one_float_type(m, "x", "k")
 
 
 def _conv_mul(b, m: Match):
@@ -249,8 +233,8 @@ def _patterns() -> list[Pattern]:
 
         patterns += [
             Pattern(f"conv{suffix}-batchnorm", bn, _conv_bn, check=_conv_bn_check),
-            Pattern(f"conv{suffix}-mul", mul, _conv_mul, check=_conv_mul_check),
-            Pattern(f"conv{suffix}-add", add, _conv_add, check=_conv_add_check),
+            Pattern(f"conv{suffix}-mul", mul, _conv_mul, check=_conv_affine_check),
+            Pattern(f"conv{suffix}-add", add, _conv_add, check=_conv_affine_check),
         ]
 
     def bn_source(p):

@@ -50,17 +50,19 @@ def to_onnx(model: Model):
     return to_proto(model)
 
 
-def optimize(model: Model, pipeline: str, *, verify_each: bool = True, keep_going: bool = False) -> Model:
-    """Run ``pipeline`` (pipeline text, e.g. ``"topological-sort,dce"``) on ``model`` in place
-    and return it.  Passes come from the built-ins and every installed plugin.  A pass that fails
-    is rolled back and raises :class:`irforge.passes.manager.PassFailedError` naming it and its
-    plugin (or, with ``keep_going``, is skipped with a warning)."""
-    from .passes.instrumentation import VerifyEach
-    from .plugins import default_registry
-    from .plugins.instruments import pass_manager
+def optimize(model: Model, pipeline: str = "-O1", *, verify_each: bool = True, keep_going: bool = False) -> Model:
+    """Run ``pipeline`` on ``model`` in place and return it.
+
+    ``pipeline`` is spelled as on the command line: a level (``"-O2"`` or ``"O2"``) or pipeline
+    text (``"topological-sort,dce"``, which may name levels too).  Passes come from the built-ins
+    and every installed plugin.  A pass that fails is rolled back and raises
+    :class:`irforge.passes.PassFailedError` naming it and its plugin (or, with ``keep_going``, is
+    skipped with a warning); the model is then as it was before that pass.
+    """
+    from .passes import PassManager, VerifyEach
 
     instruments = [VerifyEach()] if verify_each else []
-    pass_manager(pipeline, default_registry(), instruments, keep_going=keep_going).run(model)
+    PassManager.parse(pipeline, instruments=instruments, keep_going=keep_going).run(model)
     return model
 
 

@@ -63,14 +63,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .backends.onnx import save
     from .core_ir.verifier import verify_model
+    from .passes import PassContext, PassManager
     from .passes import instrumentation as ins
-    from .passes.base import PassContext
-    from .plugins import default_registry
-    from .plugins.instruments import pass_manager
 
     if args.level is not None and args.pipeline:
         raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
-    reg = default_registry()
     timing, statistics = ins.Timing(), ins.Statistics()
     instruments: list[ins.Instrument] = [timing]
     if args.statistics:
@@ -81,7 +78,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         names = None if args.print_ir_after_all else frozenset(args.print_ir_after)
         instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
     text = args.pipeline or f"O{args.level or 0}"
-    pm = pass_manager(text, reg, instruments, keep_going=args.keep_going, reproducer_dir=args.reproducer_dir)
+    pm = PassManager.parse(text, instruments=instruments, keep_going=args.keep_going,
+                           reproducer_dir=args.reproducer_dir, paranoid_rollback=args.paranoid_rollback)  # fmt: skip
+    progress = ins.Progress(len(pm.pipeline.passes))
+    pm.instruments.append(progress)
     model = _load(args.input)
     verify_model(model)
     before = len(model.graph)
@@ -90,6 +90,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         try:
             pm.run(model, ctx)
         finally:
+            progress.close()
             if args.debug_rewrites:
                 _print_rewrites(ctx.rewrite_log)
         verify_model(model)
@@ -129,8 +130,69 @@ def cmd_passes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from .plugins import default_registry
+    from .plugins.registry import DISABLE_ENV
+
+    reg = default_registry()
+    if not reg.plugins:
+        print("no plugins installed (entry-point group 'irforge.plugins'); built-ins only")
+    for info in reg.plugins:
+        state = "disabled" if info.disabled else "failed" if info.error else "loaded"
+        print(f"{info.name}  [{info.label}]  {state}")
+        if info.error:
+            print(f"    could not be loaded: {info.error}")
+        for kind, names in info.registered.items():
+            print(f"    {kind}: {', '.join(names)}")
+    print(f"\nturn a plugin off with {DISABLE_ENV}=name,... or `irforge -p no:name ...`")
+    return 0
+
+
+def _versions() -> str:
+    import importlib.metadata as md
+
+    from . import __version__
+    from .plugins.hookspecs import ENTRY_POINT_GROUP
+
+    def version(dist: str) -> str:
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            return "not installed"
+
+    lines = [f"irforge {__version__}", f"  onnx {version('onnx')}", f"  onnxruntime {version('onnxruntime')}"]
+    for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "unknown distribution"
+        lines.append(f"  plugin {ep.name}: {dist}")
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        help_ = "print the versions of irforge, onnx, onnxruntime and the plugins"
+        super().__init__(option_strings, dest, nargs=0, help=help_)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_versions())
+        parser.exit()
+
+
+class _PluginFlag(argparse.Action):
+    """``-p no:NAME`` turns a plugin off for this run, as pytest spells it."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        from .plugins.registry import DISABLE_ENV
+
+        if not value.startswith("no:") or not value[3:]:
+            parser.error(f"-p wants no:NAME (turn plugin NAME off), got {value!r}")
+        names = [n for n in os.environ.get(DISABLE_ENV, "").split(",") if n]
+        os.environ[DISABLE_ENV] = ",".join([*names, value[3:]])
+
+
 def _irforge_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="irforge", description="Graph-level IR rewriting for deep-learning models.")
+    p.add_argument("--version", action=_VersionAction)
+    p.add_argument("-p", action=_PluginFlag, metavar="no:NAME", help="turn the plugin NAME off (repeatable)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     pr = sub.add_parser("print", help="print a model in the irforge text form")
     pr.add_argument("model", help="an .onnx file")
@@ -160,13 +222,30 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
     op.add_argument("--keep-going", action="store_true", help="roll back a failing pass, warn, and go on")
     op.add_argument("--reproducer-dir", metavar="DIR", help="on a pass failure, write the IR it got here")
+    op.add_argument("--paranoid-rollback", action="store_true",
+                    help="also copy the model before each pass and check every rollback against the copy")  # fmt: skip
     op.set_defaults(func=cmd_optimize)
     ps = sub.add_parser("passes", help="list every registered pass with its summary, options and plugin")
     ps.set_defaults(func=cmd_passes)
+    pl = sub.add_parser("plugins", help="list the installed plugins, what each registered, and the ones that failed")
+    pl.set_defaults(func=cmd_plugins)
     return p
 
 
+def _one_line_warnings(prog: str) -> None:
+    """Warnings reach a command-line user as ``irforge: warning: ...`` lines, not Python's
+    ``file:line: Category: message`` with a source line under it."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message).replace("\n", "\n    ")
+        print(f"{prog}: warning: {text}", file=file or sys.stderr)
+
+    warnings.showwarning = show
+
+
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    _one_line_warnings(parser.prog)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from . import journal as _journal
 from .errors import IRError
 from .node import Node
 from .value import Value
@@ -87,6 +88,25 @@ class Graph:
         """The node whose attribute holds this graph, for subgraphs."""
         return self._parent
 
+    def _set_parent(self, node: Node | None) -> None:
+        if self._parent is not node:
+            if _journal.ACTIVE is not None:
+                _journal.touch(self)
+            self._parent = node
+
+    # -- undo journal: the graph's own fields (the node list is logged operation by operation) --
+    def _save(self) -> tuple:
+        return (self.name, self.doc_string, dict(self.metadata), dict(self.opset_imports), self._parent,
+                list(self._inputs), set(self._input_set), list(self._outputs), dict(self._initializers))  # fmt: skip
+
+    def _restore(self, state: tuple) -> None:
+        (self.name, self.doc_string, self.metadata, self.opset_imports, self._parent, self._inputs,
+         self._input_set, self._outputs, self._initializers) = state  # fmt: skip
+
+    def _touch(self) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+
     def append(self, node: Node) -> Node:
         self._link(node, self._sentinel.prev)
         return node
@@ -159,16 +179,32 @@ class Graph:
         after.next = box
         node._box, node._graph = box, self
         self._len += 1
+        if _journal.ACTIVE is not None:
+            _journal.record(self._unlink_raw, box)
         for g in node.subgraphs():
-            g._parent = node
+            g._set_parent(node)
 
     def _unlink(self, node: Node) -> None:
         box = self._box_of(node)
+        self._unlink_raw(box)
+        if _journal.ACTIVE is not None:
+            _journal.record(self._relink_raw, box)
+
+    def _unlink_raw(self, box: _Box) -> None:
         box.prev.next = box.next
         box.next.prev = box.prev
         box.erased = True  # box.next stays valid so live iterators move on
-        node._box, node._graph = None, None
+        box.node._box, box.node._graph = None, None  # type: ignore[union-attr]
         self._len -= 1
+
+    def _relink_raw(self, box: _Box) -> None:
+        """Undo of :meth:`_unlink_raw`: operations are undone in reverse order, so the box's old
+        neighbours are next to each other again and it goes back between them."""
+        box.prev.next = box
+        box.next.prev = box
+        box.erased = False
+        box.node._box, box.node._graph = box, self  # type: ignore[union-attr]
+        self._len += 1
 
     # -- inputs, initializers, outputs -----------------------------------------------------
     @property
@@ -189,7 +225,8 @@ class Graph:
             raise IRError(f"value %{value.name} is already defined elsewhere")
         if value in self._input_set:
             raise IRError(f"value %{value.name} is already an input of graph {self.name!r}")
-        value._graph = self
+        self._touch()
+        value._touch_graph(self)
         self._inputs.append(value)
         self._input_set.add(value)
         return value
@@ -199,10 +236,11 @@ class Graph:
             raise IRError(f"%{value.name} is not an input of graph {self.name!r}")
         if value._uses and not value.is_initializer():
             raise IRError(f"cannot remove input %{value.name}: it is still used")
+        self._touch()
         self._inputs.remove(value)
         self._input_set.discard(value)
         if not value.is_initializer():
-            value._graph = None
+            value._touch_graph(None)
 
     def add_initializer(self, value: Value) -> Value:
         if value.const_value is None:
@@ -213,7 +251,8 @@ class Graph:
             raise IRError(f"value %{value.name} is already defined elsewhere")
         if value.name in self._initializers and self._initializers[value.name] is not value:
             raise IRError(f"graph {self.name!r} already has an initializer named {value.name!r}")
-        value._graph = self
+        self._touch()
+        value._touch_graph(self)
         self._initializers[value.name] = value
         return value
 
@@ -222,9 +261,10 @@ class Graph:
             raise IRError(f"%{value.name} is not an initializer of graph {self.name!r}")
         if value._uses or value._output_of:
             raise IRError(f"cannot remove initializer %{value.name}: it is still used")
+        self._touch()
         del self._initializers[value.name]
         if value not in self._input_set:
-            value._graph = None
+            value._touch_graph(None)
 
     def rename_initializer(self, value: Value, new_name: str) -> None:
         """Rename a value that is an initializer, keeping the name index right."""
@@ -232,11 +272,13 @@ class Graph:
             raise IRError(f"%{value.name} is not an initializer of graph {self.name!r}")
         if new_name in self._initializers:
             raise IRError(f"graph {self.name!r} already has an initializer named {new_name!r}")
+        self._touch()
         del self._initializers[value.name]
         value.name = new_name
         self._initializers[new_name] = value
 
     def append_output(self, value: Value) -> None:
+        self._touch()
         self._outputs.append(value)
         _mark_output(value, self)
 
@@ -244,11 +286,13 @@ class Graph:
         old = self._outputs[index]
         if old is value:
             return
+        self._touch()
         _unmark_output(old, self)
         self._outputs[index] = value
         _mark_output(value, self)
 
     def set_outputs(self, values: Sequence[Value]) -> None:
+        self._touch()
         for v in self._outputs:
             _unmark_output(v, self)
         self._outputs = []
@@ -312,10 +356,29 @@ class Graph:
             raise IRError(f"graph {self.name!r} has a cycle through {stuck.describe()}")
         if order == nodes:
             return
-        for n in nodes:
-            self._unlink(n)
-        for n in order:
-            self._link(n, self._sentinel.prev)
+        old_boxes = [n._box for n in nodes]
+        for box in old_boxes:
+            box.erased = True  # an iterator sitting on one moves on to the end
+        self._chain([_Box(n) for n in order])
+        if _journal.ACTIVE is not None:
+            _journal.record(self._restore_boxes, old_boxes)
+
+    def _chain(self, boxes: list[_Box]) -> None:
+        """Make ``boxes`` (one per node of this graph) the node list, in their order."""
+        prev = self._sentinel
+        for box in boxes:
+            box.prev, prev.next = prev, box
+            box.erased = False
+            box.node._box = box  # type: ignore[union-attr]
+            prev = box
+        prev.next, self._sentinel.prev = self._sentinel, prev
+
+    def _restore_boxes(self, boxes: list[_Box]) -> None:
+        """Undo of a sort: the very boxes of the old order come back, so undoing the operations
+        logged before the sort finds the neighbours it expects."""
+        for n in self:
+            n._box.erased = True  # type: ignore[union-attr]
+        self._chain(boxes)
 
     def __str__(self) -> str:
         from .printer import print_graph
@@ -355,6 +418,8 @@ def _inside(node: Node, doomed: set[Node]) -> bool:
 
 
 def _mark_output(value: Value, graph: Graph) -> None:
+    if _journal.ACTIVE is not None:
+        _journal.touch(value)
     if value._output_of is None:
         value._output_of = []
     value._output_of.append(graph)
@@ -362,4 +427,6 @@ def _mark_output(value: Value, graph: Graph) -> None:
 
 def _unmark_output(value: Value, graph: Graph) -> None:
     assert value._output_of is not None
+    if _journal.ACTIVE is not None:
+        _journal.touch(value)
     value._output_of.remove(graph)

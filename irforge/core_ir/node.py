@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from . import journal as _journal
 from .attributes import Attr, infer_attr
 from .errors import IRError
 from .types import Type
@@ -12,6 +15,9 @@ from .value import Value
 
 if TYPE_CHECKING:
     from .graph import Graph
+
+
+_NO_ATTRIBUTES: Mapping[str, Attr] = MappingProxyType({})
 
 
 class Node:
@@ -24,15 +30,15 @@ class Node:
     __slots__ = (
         "_attrs",
         "_box",
+        "_doc_string",
+        "_domain",
         "_graph",
         "_inputs",
+        "_metadata",
+        "_name",
+        "_op_type",
         "_outputs",
-        "doc_string",
-        "domain",
-        "metadata",
-        "name",
-        "op_type",
-        "overload",
+        "_overload",
     )
 
     def __init__(
@@ -47,9 +53,9 @@ class Node:
         overload: str = "",
         output_types: Sequence[Type | None] | None = None,
     ):
-        self.op_type, self.domain, self.overload, self.name = op_type, domain, overload, name
-        self.doc_string = ""
-        self.metadata: dict[str, str] | None = None
+        self._op_type, self._domain, self._overload, self._name = op_type, domain, overload, name
+        self._doc_string = ""
+        self._metadata: dict[str, str] | None = None
         self._graph: Graph | None = None
         self._box = None
         self._attrs: dict[str, Attr] | None = None  # allocated on first use: most nodes have none
@@ -68,19 +74,67 @@ class Node:
             v = spec if isinstance(spec, Value) else Value(spec)
             if v._producer is not None or v._graph is not None:
                 raise IRError(f"value %{v.name} is already defined; a value has one definition")
+            if spec is v and _journal.ACTIVE is not None:
+                _journal.touch(v)
             if output_types is not None and output_types[i] is not None:
-                v.type = output_types[i]
+                v._type = output_types[i]
             v._producer, v._index = self, i
             self._outputs.append(v)
 
+    # -- fields: plain reads, journaled writes ------------------------------------------------
+    def _set_name(self, name: str) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._name = name
+
+    def _set_op_type(self, op_type: str) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._op_type = op_type
+
+    def _set_domain(self, domain: str) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._domain = domain
+
+    def _set_overload(self, overload: str) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._overload = overload
+
+    def _set_doc_string(self, doc_string: str) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._doc_string = doc_string
+
+    def _set_metadata(self, metadata: dict[str, str] | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._metadata = metadata
+
+    op_type = property(attrgetter("_op_type"), _set_op_type, doc="The operator, e.g. ``Conv``.")
+    domain = property(attrgetter("_domain"), _set_domain, doc="The operator's domain (``''`` is ONNX).")
+    overload = property(attrgetter("_overload"), _set_overload, doc="Function overload name, usually empty.")
+    name = property(attrgetter("_name"), _set_name, doc="The node's name (ONNX node name), possibly empty.")
+    doc_string = property(attrgetter("_doc_string"), _set_doc_string)
+    metadata = property(attrgetter("_metadata"), _set_metadata,
+                        doc="Source metadata (provenance); replace the dict to change it (journaled).")  # fmt: skip
+
+    def _save(self) -> tuple:
+        attrs = None if self._attrs is None else dict(self._attrs)
+        return (self._op_type, self._domain, self._overload, self._name, self._doc_string, self._metadata,
+                attrs, list(self._inputs), list(self._outputs))  # fmt: skip
+
+    def _restore(self, state: tuple) -> None:
+        (self._op_type, self._domain, self._overload, self._name, self._doc_string, self._metadata, self._attrs,
+         self._inputs, self._outputs) = state  # fmt: skip
+
     # -- views -----------------------------------------------------------------------------
     @property
-    def attributes(self) -> dict[str, Attr]:
-        """Name → attribute.  Set graph-valued attributes with :meth:`set_attribute`."""
-        attrs = self._attrs
-        if attrs is None:
-            attrs = self._attrs = {}
-        return attrs
+    def attributes(self) -> Mapping[str, Attr]:
+        """Name → attribute, read-only: change them with :meth:`set_attribute` and
+        :meth:`remove_attribute`, which keep subgraph parents and the undo journal right."""
+        return MappingProxyType(self._attrs) if self._attrs else _NO_ATTRIBUTES
 
     @property
     def inputs(self) -> tuple[Value | None, ...]:
@@ -118,11 +172,36 @@ class Node:
         return default if a is None else a.value
 
     def set_attribute(self, name: str, value: Any, kind=None) -> None:
+        """Set (or replace) attribute ``name``; ``value`` may be an :class:`Attr` or a plain value
+        whose kind is inferred (or given as ``kind``).  A subgraph it replaces is dropped: its
+        nodes stop reading outer values, as removed nodes do."""
         attr = infer_attr(name, value, kind)
         attr.name = name
-        self.attributes[name] = attr
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        if self._attrs is None:
+            self._attrs = {}
+        self._drop_subgraphs(name, keep=attr.graphs)
+        self._attrs[name] = attr
         for g in attr.graphs:
-            g._parent = self
+            g._set_parent(self)
+
+    def remove_attribute(self, name: str) -> None:
+        """Drop attribute ``name`` (absent is fine), and the subgraph it held."""
+        if self._attrs and name in self._attrs:
+            if _journal.ACTIVE is not None:
+                _journal.touch(self)
+            self._drop_subgraphs(name)
+            del self._attrs[name]
+
+    def _drop_subgraphs(self, name: str, keep: Sequence[Graph] = ()) -> None:
+        old = self._attrs.get(name) if self._attrs else None
+        if old is None:
+            return
+        for g in old.graphs:
+            if not any(g is k for k in keep):
+                for n in g:
+                    n._detach()
 
     def subgraphs(self) -> list[Graph]:
         """Graphs held in this node's attributes (If branches, Loop/Scan bodies)."""
@@ -140,6 +219,8 @@ class Node:
         old = self._inputs[index]
         if old is value:
             return
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
         if old is not None:
             old._remove_use(self, index)
         if value is not None:
@@ -148,6 +229,8 @@ class Node:
 
     def set_inputs(self, values: Sequence[Value | None]) -> None:
         """Replace all inputs (the count may change)."""
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
         for i, v in enumerate(self._inputs):
             if v is not None:
                 v._remove_use(self, i)
@@ -156,6 +239,8 @@ class Node:
             self._append_input_raw(v)
 
     def append_input(self, value: Value | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
         self._append_input_raw(value)
 
     def replace_input_with(self, old: Value, new: Value | None) -> None:
@@ -166,6 +251,8 @@ class Node:
 
     def _detach(self) -> None:
         """Drop this node's uses (and those inside its subgraphs): it is leaving the IR."""
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
         for i, v in enumerate(self._inputs):
             if v is not None:
                 v._remove_use(self, i)

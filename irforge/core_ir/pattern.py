@@ -323,3 +323,19 @@ def _match_value(pat, value: Value | None, state: _State, trace: _Trace | None) 
             trace.failed(len(state.nodes), f"%{value.name} is not output {pat.index} of a {pat.op.op_type}")
         return
     yield from _match_op(pat.op, producer, state, trace)
+
+
+def pattern(
+    name: str, replacement: Replacement, *, check: Callable[[Match], bool] | None = None, benefit: int = 1
+) -> Callable[[Callable[[PatternBuilder], Any]], Pattern]:
+    """Decorator form of :class:`Pattern`: the decorated function is the source pattern.
+
+        @pattern("double-negation", lambda b, m: m["x"])
+        def double_negation(p):
+            return p.op.Neg(p.op.Neg(p.var("x")))
+    """
+
+    def build(source: Callable[[PatternBuilder], Any]) -> Pattern:
+        return Pattern(name, source, replacement, check, benefit)
+
+    return build

@@ -204,8 +204,7 @@ class Deserializer:
                         name=np_.name, overload=np_.overload)  # fmt: skip
             if np_.attribute:
                 owner = f"node {np_.name or np_.op_type!r}"
-                for ap in np_.attribute:
-                    node.attributes[ap.name] = self.attribute(ap, chain.as_dict(), owner)
+                node._attrs = {ap.name: self.attribute(ap, chain.as_dict(), owner) for ap in np_.attribute}
             if np_.doc_string:
                 node.doc_string = np_.doc_string
             if np_.metadata_props:

@@ -7,8 +7,10 @@ touch a use list; everything else goes through them, so use-def chains are right
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from . import journal as _journal
 from .errors import IRError
 from .tensors import TensorData
 from .types import Type
@@ -26,16 +28,16 @@ class Value:
     """
 
     __slots__ = (
+        "_const_value",
+        "_doc_string",
         "_graph",
         "_index",
+        "_metadata",
+        "_name",
         "_output_of",
         "_producer",
+        "_type",
         "_uses",
-        "const_value",
-        "doc_string",
-        "metadata",
-        "name",
-        "type",
     )
 
     def __init__(
@@ -44,11 +46,11 @@ class Value:
         type: Type | None = None,
         const_value: TensorData | None = None,
     ):
-        self.name = name
-        self.type = type
-        self.const_value = const_value
-        self.doc_string = ""
-        self.metadata: dict[str, str] | None = None
+        self._name = name
+        self._type = type
+        self._const_value = const_value
+        self._doc_string = ""
+        self._metadata: dict[str, str] | None = None
         self._producer: Node | None = None
         self._index: int | None = None
         self._graph: Graph | None = None  # set for graph inputs and initializers
@@ -60,6 +62,55 @@ class Value:
 
     def __repr__(self) -> str:
         return f"Value(%{self.name}: {self.type})"
+
+    # -- fields: plain reads, journaled writes ------------------------------------------------
+    def _set_name(self, name: str | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._name = name
+
+    def _set_type(self, type: Type | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._type = type
+
+    def _set_const_value(self, const_value: TensorData | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._const_value = const_value
+
+    def _set_doc_string(self, doc_string: str) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._doc_string = doc_string
+
+    def _set_metadata(self, metadata: dict[str, str] | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._metadata = metadata
+
+    name = property(attrgetter("_name"), _set_name, doc="The value's name (unique in its model).")
+    type = property(attrgetter("_type"), _set_type, doc="Its :class:`Type`, or ``None`` when unknown.")
+    const_value = property(attrgetter("_const_value"), _set_const_value,
+                           doc="The tensor payload of an initializer, else ``None``.")  # fmt: skip
+    doc_string = property(attrgetter("_doc_string"), _set_doc_string)
+    metadata = property(attrgetter("_metadata"), _set_metadata,
+                        doc="Free-form string metadata; replace the dict to change it (journaled).")  # fmt: skip
+
+    def _touch_graph(self, graph: Graph | None) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
+        self._graph = graph
+
+    def _save(self) -> tuple:
+        uses = self._uses
+        return (self._name, self._type, self._const_value, self._doc_string, self._metadata, self._producer,
+                self._index, self._graph, None if uses is None else uses.copy(),
+                None if self._output_of is None else list(self._output_of))  # fmt: skip
+
+    def _restore(self, state: tuple) -> None:
+        (self._name, self._type, self._const_value, self._doc_string, self._metadata, self._producer,
+         self._index, self._graph, self._uses, self._output_of) = state  # fmt: skip
 
     # -- definition ------------------------------------------------------------------------
     def producer(self) -> Node | None:
@@ -153,6 +204,8 @@ class Value:
     _SMALL = 16  # uses kept in a flat list up to this many; a dict beyond
 
     def _add_use(self, node: Node, index: int) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
         uses = self._uses
         if uses is None:
             self._uses = [node, index]
@@ -165,6 +218,8 @@ class Value:
             uses[(node, index)] = None
 
     def _remove_use(self, node: Node, index: int) -> None:
+        if _journal.ACTIVE is not None:
+            _journal.touch(self)
         uses = self._uses
         if type(uses) is list:
             for i in range(0, len(uses), 2):

@@ -1,1 +1,24 @@
-"""Passes and the pass manager."""
+"""Passes and the pass manager: what a pass author and a pipeline user import.
+
+    from irforge.passes import Pass, PassContext, PassManager, PassResult
+
+    pm = PassManager.parse("-O2")                 # the installed passes and plugins
+    pm = PassManager.from_passes([Cse(), Dce()])  # the same object, built in Python
+    pm.run(model)
+
+A pattern pass is a :class:`Pass` whose ``run`` calls :func:`run_patterns` with patterns made by
+:func:`pattern` (or :class:`Pattern`) over a :class:`PatternBuilder`, checked on a :class:`Match`.
+"""
+
+from ..core_ir.pattern import Match, Pattern, PatternBuilder, pattern
+from .base import Pass, PassContext, PassError, PassResult, run_patterns
+from .instrumentation import ChangedCheck, DishonestPassError, Instrument, PrintIR, Statistics, Timing, VerifyEach
+from .manager import OscillationWarning, PassFailedError, PassManager, PassSkippedWarning
+from .pipeline import Fixpoint, Pipeline
+
+__all__ = [
+    "ChangedCheck", "DishonestPassError", "Fixpoint", "Instrument", "Match", "OscillationWarning",
+    "Pass", "PassContext", "PassError", "PassFailedError", "PassManager", "PassResult",
+    "PassSkippedWarning", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics", "Timing",
+    "VerifyEach", "pattern", "run_patterns",
+]  # fmt: skip

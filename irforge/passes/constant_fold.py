@@ -1,10 +1,12 @@
 """constant-fold: compute, once, what every run would compute the same way.
 
 A node folds when its inputs are all constants (or, for ``Shape`` and ``Size``, when its input's
-shape is static); the reference interpreter computes the result.  Before anything runs, ONNX's
-shape inference (fed the small constant inputs) says how large each result will be, so a tensor
-over ``size-limit`` bytes is never materialised: ``ConstantOfShape`` of a huge shape stays an
-op.  A result whose dtype or shape disagrees with the op's schema is refused, not stored.
+shape is static); the reference interpreter computes the result.  Nothing runs before its size is
+known: ONNX's shape inference (fed the small constant inputs) gives each result's size, and where
+it cannot, an explicit bound from the input values (``result_bounds``) does; an op with neither
+is left alone.  So a tensor over ``size-limit`` bytes is never materialised: ``ConstantOfShape``
+of a huge shape or ``Range(0, 10**10, 1)`` stays an op.  A result whose dtype or shape disagrees
+with the op's schema is refused, not stored.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..core_ir.tensors import NumpyTensor, TensorData, is_tensor_data, nbytes
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
+from .result_bounds import result_bound
 
 NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -56,7 +59,7 @@ class ConstantFold(Pass):
 class _Folder:
     def __init__(self, graph: Graph, opsets: dict[str, int], size_limit: int):
         self.graph, self.opsets, self.size_limit = graph, opsets, size_limit
-        self.stats = {"folded": 0, "shape-folded": 0, "over-size-limit": 0, "refused": 0}
+        self.stats = {"folded": 0, "shape-folded": 0, "over-size-limit": 0, "unbounded": 0, "refused": 0}
         self._interpreter: Interpreter | None = None
         self._names: NameGenerator | None = None
 
@@ -73,14 +76,20 @@ class _Folder:
         if expected is None:
             self.stats["refused"] += 1
             return
+        args = [None if v is None else _constant(v).numpy() for v in node.inputs]
         if any(t is None or not _static(t) for t in expected):
-            if node.op_type in _MAY_GROW or _input_bytes(node) > self.size_limit:
+            # inference could not size a result: only an explicit bound from the input values
+            # lets the op run (Range(0, 10**10, 1) must stay an op, not exhaust the memory)
+            bound = result_bound(node.op_type, args, {k: a.value for k, a in node.attributes.items()})
+            if bound is None:
+                self.stats["unbounded"] += 1
+                return
+            if bound > self.size_limit:
                 self.stats["over-size-limit"] += 1
                 return
         elif sum(_type_bytes(t) for t in expected) > self.size_limit:
             self.stats["over-size-limit"] += 1
             return
-        args = [None if v is None else _constant(v).numpy() for v in node.inputs]
         try:
             results = self.interpreter().evaluate(node, args)
         except InterpreterError:
@@ -189,11 +198,6 @@ class _Folder:
         return self._names
 
 
-_MAY_GROW = frozenset({
-    "ConstantOfShape", "Expand", "Tile", "Range", "Resize", "Upsample", "Pad", "OneHot", "EyeLike", "MatMul",
-    "Gemm", "Einsum", "Gather", "GatherElements", "GatherND", "ScatterND", "ConvTranspose", "CenterCropPad",
-})  # fmt: skip
-"""Ops whose result can be much larger than their inputs: folded only when its size is known."""
 
 
 def _constant(v: Value) -> TensorData | None:
@@ -218,10 +222,6 @@ def _static(t) -> bool:
 
 def _type_bytes(t: TensorType) -> int:
     return (prod(t.shape) * max(bit_width(t.dtype), 8) + 7) // 8
-
-
-def _input_bytes(node: Node) -> int:
-    return sum(nbytes(_constant(v)) for v in node.inputs if v is not None)
 
 
 def _shape_agrees(actual: tuple, declared: tuple) -> bool:

@@ -93,7 +93,7 @@ def _bind_attributes(node: Node, given: dict[str, Attr]) -> None:
     for a in list(node.attributes.values()):
         if a.ref is not None:
             actual = given.get(a.ref)
-            del node.attributes[a.name]
+            node.remove_attribute(a.name)
             if actual is not None:
                 node.set_attribute(a.name, actual.value, actual.kind)
         elif a.kind in (AttrKind.GRAPH, AttrKind.GRAPHS):

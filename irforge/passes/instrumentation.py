@@ -141,3 +141,49 @@ class HookRelay(Instrument):
 
     def after_pass(self, pass_, model, ctx, result):
         self.hook.irforge_after_pass(pass_=pass_, graph=model.graph, ctx=ctx, result=result)
+
+
+class Progress(Instrument):
+    """A status line on a terminal for runs that take a while: the pass running, the pipeline
+    steps done of all, and the time elapsed.  Silent until ``delay`` seconds have passed, and
+    silent altogether when ``stream`` is not a terminal; the line is cleared when the run ends.
+    """
+
+    def __init__(self, total_steps: int, stream: TextIO | None = None, delay: float = 2.0, interval: float = 0.25):
+        self.total, self.stream, self.delay, self.interval = total_steps, stream or sys.stderr, delay, interval
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.current, self.step = "", 0
+        self._start = time.perf_counter()
+        self._shown = False
+        self._stop = None
+
+    def set_step(self, step: int) -> None:
+        """Called by the manager as it enters each top-level element of the pipeline."""
+        self.step = step
+
+    def before_pass(self, pass_, model, ctx):
+        self.current = pass_.name
+        if self.enabled and self._stop is None:
+            import threading
+
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._refresh, daemon=True)
+            self._thread.start()
+
+    def _line(self) -> str:
+        return f"irforge: step {self.step}/{self.total} · {self.current} · {time.perf_counter() - self._start:.1f} s"
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(self.interval):  # type: ignore[union-attr]
+            if time.perf_counter() - self._start >= self.delay:
+                self.stream.write("\r\033[K" + self._line())
+                self.stream.flush()
+                self._shown = True
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+        if self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()

@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..core_ir.clone import clone_model
+from ..core_ir.equality import models_equal
 from ..core_ir.errors import IrforgeError
 from ..core_ir.fingerprint import model_fingerprint
 from ..core_ir.gcpause import paused_gc
+from ..core_ir.journal import Journal
 from ..core_ir.model import Model
 from ..core_ir.printer import print_model
 from .base import Pass, PassContext, PassResult
@@ -32,11 +35,14 @@ class PassSkippedWarning(UserWarning):
 
 
 class PassManager:
-    """A pipeline and the means to run it.  ``PassManager.parse(text, registry)`` and
-    ``PassManager(Pipeline(...))`` give equal managers; ``str(pm)`` is the pipeline text.
+    """A pipeline and the means to run it.  ``PassManager.parse(text)`` and
+    ``PassManager.from_passes([...])`` give equal managers; ``str(pm)`` is the pipeline text.
 
     ``provider`` maps a pass name to the plugin that registered it (for error messages);
-    ``transactional`` snapshots the model before each pass (one copy of the IR alive at a time).
+    ``transactional`` runs each pass under an undo journal (:mod:`irforge.core_ir.journal`), so a
+    pass that fails is rolled back at a cost proportional to what it changed; with
+    ``paranoid_rollback`` the model is also copied before each pass and every rollback is
+    compared with the copy (a debugging aid: it costs a copy per pass).
     """
 
     def __init__(
@@ -48,6 +54,7 @@ class PassManager:
         transactional: bool = True,
         keep_going: bool = False,
         reproducer_dir: str | None = None,
+        paranoid_rollback: bool = False,
     ):
         self.pipeline = pipeline
         self.instruments = list(instruments)
@@ -55,13 +62,44 @@ class PassManager:
         self.transactional = transactional
         self.keep_going = keep_going
         self.reproducer_dir = reproducer_dir
-        self._spare: Model | None = None
+        self.paranoid_rollback = paranoid_rollback
 
     @classmethod
     def parse(
-        cls, text: str, registry: Mapping[str, type[Pass]], *, pipelines: Mapping[str, str] | None = None, **options
+        cls,
+        text: str,
+        registry: Mapping[str, type[Pass]] | Any = None,
+        *,
+        pipelines: Mapping[str, str] | None = None,
+        **options: Any,
     ) -> PassManager:
+        """A manager for pipeline text (``"-O2"``, ``"O2"``, ``"cse,dce"``, ...).
+
+        ``registry`` is either a plain mapping of pass names to classes, or a plugin registry
+        (:func:`irforge.plugins.build_registry`); without one, the installed registry (built-ins
+        and every plugin) is used.  With a plugin registry its named pipelines are known, its
+        plugins' ``irforge_before_pass``/``irforge_after_pass`` hooks are called around every
+        pass, and errors name the plugin that provided the failing pass.
+        """
+        if registry is None:
+            from ..plugins import default_registry  # the installed plugins: what "no registry" means
+
+            registry = default_registry()
+        if hasattr(registry, "runnable"):
+            from .instrumentation import HookRelay
+
+            plugin_registry = registry
+            registry = plugin_registry.runnable
+            pipelines = {**plugin_registry.pipelines, **(pipelines or {})}
+            options.setdefault("provider", lambda name: plugin_registry.provider("runnable", name))
+            options["instruments"] = [HookRelay(plugin_registry.plugin_manager.hook), *options.get("instruments", ())]
         return cls(Pipeline.parse(text, registry, pipelines), **options)
+
+    @classmethod
+    def from_passes(cls, passes: Iterable[Element], **options: Any) -> PassManager:
+        """A manager for pass instances (and :class:`Fixpoint` groups) built in Python; equal to
+        ``PassManager.parse(str(pm))`` of the same pipeline."""
+        return cls(Pipeline(tuple(passes)), **options)
 
     def __str__(self) -> str:
         return str(self.pipeline)
@@ -81,12 +119,11 @@ class PassManager:
         ctx = ctx or PassContext()
         ctx.model = model
         changed = False
-        self._spare = None
-        try:
-            for element in self.pipeline.passes:
-                changed |= self._element(element, model, ctx)
-        finally:
-            self._spare = None
+        for step, element in enumerate(self.pipeline.passes, 1):
+            for inst in self.instruments:
+                if hasattr(inst, "set_step"):
+                    inst.set_step(step)
+            changed |= self._element(element, model, ctx)
         return changed
 
     def _element(self, element: Element, model: Model, ctx: PassContext) -> bool:
@@ -118,30 +155,38 @@ class PassManager:
         return changed
 
     def _transaction(self, p: Pass, model: Model, ctx: PassContext) -> PassResult:
-        snapshot = None
+        journal = Journal() if self.transactional else None
+        copy = clone_model(model) if self.paranoid_rollback else None
+        header = _model_header(model)
         try:
-            # The cycle collector would rescan the whole IR (and its snapshot) again and again
-            # while a pass allocates; the garbage of one pass is collected after it instead.
+            # The cycle collector would rescan the whole IR again and again while a pass
+            # allocates; the garbage of one pass is collected after it instead.
             with paused_gc():
-                if self.transactional:
-                    # A pass that reports no change leaves its snapshot a true copy of the model
-                    # (the honesty check holds passes to that), so the next pass reuses it.
-                    snapshot = self._spare if self._spare is not None else clone_model(model)
-                    self._spare = None
-                for inst in self.instruments:
-                    inst.before_pass(p, model, ctx)
-                result = self._pass(p, model, ctx)
-                for inst in self.instruments:
-                    inst.after_pass(p, model, ctx, result)
-            if not result.changed:
-                self._spare = snapshot
+                if journal is not None:
+                    journal.open()
+                try:
+                    for inst in self.instruments:
+                        inst.before_pass(p, model, ctx)
+                    result = self._pass(p, model, ctx)
+                    for inst in self.instruments:
+                        inst.after_pass(p, model, ctx, result)
+                except BaseException:
+                    if journal is not None:
+                        journal.rollback()
+                        _restore_header(model, header)
+                    raise
+                if journal is not None:
+                    journal.commit()
             return result
         except Exception as e:
-            if snapshot is None:
+            if journal is None:
                 raise
-            vars(model).update(vars(snapshot))
             ctx.analyses.clear()
             message = f"pass {p.name!r} (from {self.provider(p.name)}) failed: {type(e).__name__}: {e}"
+            if copy is not None:
+                diff = models_equal(model, copy)
+                if diff is not None:
+                    raise PassFailedError(f"{message}\nand the rollback did not restore the model: {diff}") from e
             if self.reproducer_dir:
                 message += "\n" + self._reproducer(p, model, message)
             if self.keep_going:
@@ -172,3 +217,16 @@ class PassManager:
         with open(path, "w", encoding="utf-8") as f:
             f.write(f"{comment}// full pipeline: {self}\n// rerun: {rerun}\n{print_model(model)}")
         return f"reproducer written to {path}; rerun it with: {rerun}"
+
+
+def _model_header(model: Model) -> dict:
+    """The model's own fields, with its dicts copied: the journal covers graphs, nodes and values,
+    and this covers what a pass may change on the model itself (functions, opset imports)."""
+    header = dict(vars(model))
+    for key in ("opset_imports", "functions", "metadata"):
+        header[key] = dict(header[key])
+    return header
+
+
+def _restore_header(model: Model, header: dict) -> None:
+    vars(model).update(header)

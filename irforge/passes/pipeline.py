@@ -8,6 +8,7 @@ differ from their defaults are spelled, so the text stays short.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,8 @@ from typing import Any
 
 from .base import Pass, PassError
 
+_LEVEL_FLAG = re.compile(r"(?<![\w\-])-(O\d)\b")
+"""``-O2`` (the command-line spelling) names the pipeline ``O2`` in text too."""
 _TOKEN = re.compile(r"\s*(?:([A-Za-z_][\w\-.]*)|(.))")
 
 
@@ -69,6 +72,7 @@ class Pipeline:
         A name in ``pipelines`` (such as ``O2``) stands for its passes; empty text is the empty
         pipeline.
         """
+        text = _LEVEL_FLAG.sub(r"\1", text)
         if not text.strip():
             return cls(())
         return cls(tuple(_Reader(text, registry, pipelines or {}).pipeline(top=True)))
@@ -134,8 +138,8 @@ class _Reader:
             return Fixpoint(tuple(inner), **opts)
         cls = self.registry.get(name)  # type: ignore[arg-type]
         if cls is None:
-            known = ", ".join(sorted(self.registry)) or "none"
-            raise self.error(f"unknown pass {name!r} (known: {known})")
+            self.i -= 1  # point at the name
+            raise self.error(_unknown(name, [*self.registry, *self.pipelines, "fixpoint"]))
         kinds = {f.name.replace("_", "-"): _kind(cls, f) for f in dataclasses.fields(cls)}
         try:
             return cls(**self.options(kinds, name))
@@ -161,6 +165,13 @@ class _Reader:
         while self.i < len(self.tokens) and self.tokens[self.i][2] <= end:
             self.i += 1
         return out
+
+
+def _unknown(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if close:
+        return f"unknown pass {name!r}; did you mean {' or '.join(close)}? (`irforge passes` lists them all)"
+    return f"unknown pass {name!r} (known: {', '.join(sorted(known)) or 'none'})"
 
 
 def _kind(cls: type, f: dataclasses.Field) -> type:

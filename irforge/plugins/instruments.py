@@ -16,6 +16,4 @@ def pass_manager(pipeline: str, registry: Registry, instruments=(), **options):
     instruments and each pass's provider named in its errors."""
     from ..passes.manager import PassManager
 
-    return PassManager.parse(pipeline, registry.runnable, pipelines=registry.pipelines,
-                             instruments=[plugin_hooks(registry), *instruments],
-                             provider=lambda name: registry.provider("runnable", name), **options)  # fmt: skip
+    return PassManager.parse(pipeline, registry, instruments=list(instruments), **options)

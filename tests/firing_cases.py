@@ -1,0 +1,190 @@
+"""Small models on which each built-in pass fires: the cases that prove a pass does something,
+and that a broken pass changes some number.
+
+Each case is IR text with random, seeded weights filled in by :func:`model` (``RANDOM`` marks
+a payload to draw), so a rewrite that gets one weight wrong changes the outputs.  The node-suite
+grid and the rollback tests both use them; ``test_every_pass_fires_on_its_cases`` holds each
+pass to its cases.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import irforge
+from irforge.core_ir import Model, parse_model
+
+_HEAD = 'model {\n  opset "" = 21\n'
+
+CONV_BN = """  graph @conv_bn(%x: f32[2,3,8,8]) {
+    init %w = RANDOM<f32[4,3,3,3]>
+    init %b = RANDOM<f32[4]>
+    init %scale = RANDOM<f32[4]>
+    init %bias = RANDOM<f32[4]>
+    init %mean = RANDOM<f32[4]>
+    init %var = POSITIVE<f32[4]>
+    init %k = RANDOM<f32[4,1,1]>
+    %c = Conv(%x, %w, %b) <pads = ints[1, 1, 1, 1]>
+    %n = BatchNormalization(%c, %scale, %bias, %mean, %var) <epsilon = 0.001>
+    %s = Mul(%n, %k)
+    %y = Relu(%s)
+    return %y
+  }
+"""
+
+MATMUL_ADD = """  graph @linear(%x: f32[2,5,8]) {
+    init %w1 = RANDOM<f32[8,6]>
+    init %b1 = RANDOM<f32[6]>
+    init %w2 = RANDOM<f32[6,4]>
+    init %b2 = RANDOM<f32[4]>
+    %h = MatMul(%x, %w1)
+    %hb = Add(%h, %b1)
+    %g = Tanh(%hb)
+    %o = MatMul(%g, %w2)
+    %y = Add(%o, %b2)
+    return %y
+  }
+"""
+
+FOLD = """  graph @fold(%x: f32[4]) {
+    init %a = RANDOM<f32[4]>
+    init %b = RANDOM<f32[4]>
+    %c = Add(%a, %b)
+    %d = Exp(%c)
+    %s = Shape(%x)
+    %e = Mul(%x, %d)
+    %y = Reshape(%e, %s)
+    return %y
+  }
+"""
+
+CANONICAL = """  graph @canon(%x: f32[3,4]) {
+    init %one = dense<f32[]>[1.0]
+    %i = Identity(%x)
+    %n1 = Neg(%i)
+    %n2 = Neg(%n1)
+    %m = Mul(%n2, %one)
+    %t1 = Transpose(%m) <perm = ints[1, 0]>
+    %t2 = Transpose(%t1) <perm = ints[1, 0]>
+    %y = Relu(%t2)
+    return %y
+  }
+"""
+
+CSE = """  graph @cse(%x: f32[3,4], %z: f32[3,4]) {
+    %a = Sigmoid(%x)
+    %b = Sigmoid(%x)
+    %c = Add(%a, %z)
+    %d = Add(%b, %z)
+    %y = Mul(%c, %d)
+    return %y
+  }
+"""
+
+DEAD = """  graph @dead(%x: f32[3,4]) {
+    init %unused = RANDOM<f32[3]>
+    %a = Exp(%x)
+    %dead1 = Log(%a)
+    %dead2 = Abs(%dead1)
+    %y = Relu(%a)
+    return %y
+  }
+"""
+
+SHAPES = """  graph @shapes(%x: f32[2,3]) {
+    init %w = RANDOM<f32[3,5]>
+    %a = MatMul(%x, %w)
+    %b = Softmax(%a) <axis = 1>
+    %y = Transpose(%b) <perm = ints[1, 0]>
+    return %y
+  }
+"""
+
+RESHAPES = """  graph @reshapes(%x: f32[2,3,4]) {
+    init %flat = dense<i64[2]>[6, 4]
+    init %back = dense<i64[3]>[2, 3, 4]
+    init %half = dense<f32[]>[0.5]
+    %f = Reshape(%x, %flat)
+    %r = Relu(%f)
+    %m = Mul(%r, %half)
+    %y = Reshape(%m, %back)
+    return %y
+  }
+"""
+
+FUNCTION = """  opset "local" = 1
+  func local::@scaled_tanh(%a) with {opsets = {"": 21}} {
+    %t = Tanh(%a)
+    %b = Add(%t, %a)
+    return %b
+  }
+  graph @calls(%x: f32[3]) {
+    %u = local::scaled_tanh(%x)
+    %y = local::scaled_tanh(%u)
+    return %y
+  }
+"""
+
+CASES: dict[str, dict[str, str]] = {
+    "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
+    "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
+    "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},
+    "constant-fold": {"constants": FOLD},
+    "canonicalize": {"identities": CANONICAL},
+    "cse": {"duplicates": CSE},
+    "dce": {"dead-nodes": DEAD},
+    "shape-inference": {"untyped": SHAPES, "linear-layers": MATMUL_ADD},
+    "inline-functions": {"function-calls": FUNCTION},
+    "freeze-initializers": {"ir3-weights": CONV_BN},  # loaded as IR 3 with weights among the inputs
+    "topological-sort": {"out-of-order": DEAD},  # reversed after loading
+}
+"""Pass name → case name → IR text of the graph (functions and opsets before it)."""
+
+
+def _fill(text: str, rng: np.random.Generator) -> str:
+    def draw(m: re.Match) -> str:
+        kind, dtype, dims = m.group(1), m.group(2), m.group(3)
+        shape = [int(d) for d in dims.split(",")] if dims else []
+        data = rng.standard_normal(shape)
+        if kind == "POSITIVE":
+            data = np.abs(data) + 0.5
+        values = ", ".join(repr(float(np.float32(v))) for v in data.reshape(-1))
+        return f"dense<{dtype}[{dims}]>[{values}]"
+
+    return re.sub(r"(RANDOM|POSITIVE)<(\w+)\[([\d,]*)\]>", draw, text)
+
+
+def model(pass_name: str, case: str, seed: int = 0) -> Model:
+    """A fresh model of ``case`` prepared so that ``pass_name`` has work to do."""
+    text = _fill(CASES[pass_name][case], np.random.default_rng(seed))
+    m = parse_model(_HEAD + text + "}\n")
+    if pass_name == "freeze-initializers":
+        m.ir_version = 3
+        for v in m.graph.initializers.values():
+            m.graph.append_input(v)
+    if pass_name == "topological-sort":
+        nodes = m.graph.nodes
+        for n in nodes[1:]:
+            m.graph.move_before(nodes[0], n)
+    return m
+
+
+def all_cases() -> list[tuple[str, str]]:
+    return [(p, c) for p, cases in CASES.items() for c in cases]
+
+
+def random_feeds(m: Model, seed: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for v in m.graph.inputs:
+        if v.is_initializer():
+            continue
+        shape = [d if isinstance(d, int) else 2 for d in v.type.shape]
+        feeds[v.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def to_onnx_bytes(m: Model) -> bytes:
+    return irforge.to_onnx(m).SerializeToString()

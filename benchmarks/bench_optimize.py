@@ -88,8 +88,13 @@ print(json.dumps({"seconds": cold, "warm": warm, "peak_mib": peak / 1024, "nodes
 """
 
 
-def measure(tool: str, path: str, timeout: float) -> dict:
+def measure(tool: str, path: str, timeout: float, baselines: dict[str, str] | None = None) -> dict:
+    """One fresh process.  ``irforge -O1 @REV`` runs the irforge of commit REV (a worktree made
+    by ``--baseline REV``), so an old and a new version are measured side by side in one run."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if "@" in tool:
+        tool, rev = tool.split(" @")
+        env["PYTHONPATH"] = (baselines or {})[rev]
     try:
         proc = subprocess.run([sys.executable, "-c", WORKER, tool, path], capture_output=True, text=True,
                               timeout=timeout, env=env, check=False)  # fmt: skip
@@ -132,12 +137,21 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", metavar="MODEL",
                     help='measure only these models (as named in the table, e.g. "chain 1000k"); keep '
                          "optimize.json's other rows")  # fmt: skip
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also run irforge's -O1 of commit REV (e.g. HEAD~1) as the tool 'irforge -O1 @REV'")  # fmt: skip
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import onnx
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        baselines = {}
+        if args.baseline:
+            worktree = os.path.join(tmp, "baseline")
+            subprocess.run(["git", "worktree", "add", "--detach", worktree, args.baseline], check=True,
+                           capture_output=True, cwd=HERE)  # fmt: skip
+            baselines[args.baseline] = worktree
+            args.tools = [*args.tools, f"irforge -O1 @{args.baseline}"]
         gave_up: dict[tuple[str, str], str] = {}
         for name, path, kind in models(tmp, args.sizes, not args.no_bert):
             if args.only and name not in args.only:
@@ -153,7 +167,7 @@ def main() -> None:
                     continue
                 runs = []
                 for _ in range(args.repeats):
-                    r = measure(tool, path, args.timeout)
+                    r = measure(tool, path, args.timeout, baselines)
                     runs.append(r)
                     time.sleep(0.5)
                     if "seconds" not in r or r["seconds"] > 20:
@@ -171,6 +185,8 @@ def main() -> None:
                         gave_up[(tool, kind)] = f"> {args.timeout:.0f} s on {name}"
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+        if baselines:
+            subprocess.run(["git", "worktree", "remove", "--force", baselines[args.baseline]], cwd=HERE, check=False)
     os.makedirs(RESULTS, exist_ok=True)
     tools = args.tools
     if args.only and os.path.exists(os.path.join(RESULTS, "optimize.json")):
@@ -179,7 +195,7 @@ def main() -> None:
             kept = [r for r in json.load(f) if (r["model"], r["tool"]) not in fresh]
         order = {name: i for i, name in enumerate(dict.fromkeys(r["model"] for r in kept + rows))}
         rows = sorted(kept + rows, key=lambda r: order[r["model"]])
-        tools = TOOLS
+        tools = TOOLS + [t for t in args.tools if t not in TOOLS]
     with open(os.path.join(RESULTS, "optimize.json"), "w") as f:
         json.dump(rows, f, indent=1)
     with open(os.path.join(RESULTS, "optimize.md"), "w") as f:

@@ -102,7 +102,11 @@ def test_fixpoint_stops_on_oscillation_and_names_the_passes():
     from irforge.passes.manager import OscillationWarning, PassManager
 
     model = Model(parse_graph("graph @g(%x: f32[2]) {\n  %y = Add(%x, %x)\n  return %y\n}\n"))
-    pm = PassManager.parse("fixpoint(flip){max-iterations=50}", {"flip": FlipAddMul})
-    with pytest.warns(OscillationWarning, match="flip undo each other"):
+    from irforge.passes import Timing
+
+    timing = Timing()
+    pm = PassManager.parse("fixpoint(flip){max-iterations=50}", {"flip": FlipAddMul}, instruments=[timing])
+    with pytest.warns(OscillationWarning, match="iteration 3 brought the graph back to its state after iteration 1"):
         assert pm.run(model)
-    assert [n.op_type for n in model.graph] == ["Add"]
+    assert [n.op_type for n in model.graph] == ["Mul"]
+    assert timing.runs["flip"] == 3  # caught on the first repeat, not after 50 iterations

@@ -93,5 +93,7 @@ def bit_width(dtype: int) -> int:
 
 
 def is_floating(dtype: int) -> bool:
-    name = DataType(dtype).name
-    return name.startswith(("FLOAT", "BFLOAT")) or name == "DOUBLE"
+    return dtype in _FLOATING
+
+
+_FLOATING = frozenset(int(d) for d in DataType if d.name.startswith(("FLOAT", "BFLOAT")) or d.name == "DOUBLE")

@@ -597,16 +597,22 @@ class Serializer:
         for k, val in fn.metadata.items():
             fp.metadata_props.add(key=k, value=val)
 
-    def graph_bytes(self, g: Graph) -> list[bytearray]:
+    def graph_bytes(self, g: Graph, typed_only: Callable[[Value], bool] | None = None) -> list[bytearray]:
         """The encoded ``GraphProto`` of ``g`` in chunks, built one node at a time: no whole-graph
         proto is ever alive next to the IR, and chunks never copy on growth (the peak is the IR
-        plus the bytes)."""
+        plus the bytes).  Initializers for which ``typed_only`` is true are written as typed graph
+        inputs without their data (what shape inference needs of a weight)."""
         out = _Chunks()
         shell = onnx.GraphProto()
         self._graph_fields(g, shell)
         for v in g._outputs:
             self.value_info(v, shell.output.add())
         for name, v in g._initializers.items():
+            if typed_only is not None and typed_only(v):
+                if v not in g._input_set:
+                    c = v.const_value
+                    type_to_proto(TensorType(c.dtype, tuple(c.shape)), shell.input.add(name=name).type)
+                continue
             if isinstance(v.const_value, SparseTensor):
                 self.sparse(v.const_value, shell.sparse_initializer.add(), name)
             else:
@@ -625,11 +631,11 @@ class Serializer:
         out.extend(shell.SerializeToString())
         return out.done()
 
-    def model_parts(self, m: Model) -> list[bytes | bytearray]:
+    def model_parts(self, m: Model, typed_only: Callable[[Value], bool] | None = None) -> list[bytes | bytearray]:
         """The serialized ``ModelProto`` as pieces to write one after the other: every field but
-        the graph, then the graph field."""
+        the graph, then the graph field (``typed_only`` as for :meth:`graph_bytes`)."""
         mp = self.model(m, with_graph=False)
-        graph = self.graph_bytes(m.graph)
+        graph = self.graph_bytes(m.graph, typed_only)
         size = sum(len(c) for c in graph)
         return [mp.SerializeToString() + tag(_MODEL_GRAPH) + encode_varint(size), *graph]
 

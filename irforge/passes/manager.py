@@ -132,7 +132,11 @@ class PassManager:
         return self._transaction(element, model, ctx).changed
 
     def _fixpoint(self, group: Fixpoint, model: Model, ctx: PassContext) -> bool:
-        seen = {model_fingerprint(model): 0}
+        # States are fingerprinted after each round that changed something, never before the
+        # first: a round that returns to the starting state repeats itself, which the next
+        # round's fingerprint catches, and most groups settle in one or two rounds, where a
+        # fingerprint of a million-node model is the most expensive thing the group does.
+        seen: dict[str, int] = {}
         changed = False
         for iteration in range(1, group.max_iterations + 1):
             round_changed = False

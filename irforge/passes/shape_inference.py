@@ -14,17 +14,18 @@ from dataclasses import dataclass
 import onnx
 import onnx.shape_inference
 
+from ..core_ir.dtypes import is_floating
 from ..core_ir.graph import Graph
 from ..core_ir.model import Model
-from ..core_ir.serde import Serializer, tensor_to_proto, type_from_proto, type_to_proto
+from ..core_ir.serde import Serializer, type_from_proto
 from ..core_ir.tensors import nbytes
 from ..core_ir.types import TensorType, Type
 from .base import Pass, PassContext, PassError, PassResult
 
 _INLINE_LIMIT = 4096
-"""Initializers up to this many bytes go to ONNX with their data (shape tensors, axes, small
-constants whose values data propagation can use); larger ones only as typed inputs, so a model's
-weights are never copied for inference."""
+"""Initializers up to this many bytes that data propagation can read go to ONNX with their data
+(shape tensors, axes, scales); every other one only as a typed input, so a model's weights are
+never copied for inference."""
 
 
 @dataclass(frozen=True)
@@ -40,55 +41,60 @@ class ShapeInference(Pass):
         model = ctx.model if ctx.model is not None and ctx.model.graph is graph else None
         if model is None:
             model = Model(graph, opset_imports=ctx.opset_imports(graph))
-        writer = _SmallTensorsOnly(graph)
-        serializer = Serializer(write_tensor=writer, value_info=True)
-        proto = serializer.model(model)
-        _declare_large_initializers(graph, proto.graph, writer.left_out)
+        serializer = Serializer(value_info=True)
+        # the model goes to ONNX as bytes written node by node (no Python proto tree of it), and
+        # weights go as typed inputs: only what data propagation can read is sent with its data
+        encoded = b"".join(serializer.model_parts(model, typed_only=lambda v: not _data_helps(v)))
         try:
-            inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
-                                                         data_prop=self.data_prop)  # fmt: skip
+            inferred = onnx.ModelProto.FromString(
+                onnx.shape_inference.C.infer_shapes(encoded, False, False, self.data_prop)
+            )
         except Exception as e:  # ONNX raises bare RuntimeErrors
             raise PassError(f"shape-inference: ONNX's inference failed on graph {graph.name!r}: {e}") from e
+        del encoded
         found = dict(_inferred_types(inferred.graph))
+        del inferred
+        types = _TypeCache()
         updated = 0
         for g in graph.all_graphs():
             for v in g.values():
                 tp = found.get(serializer.name(v))
                 if tp is None:
                     continue
-                merged = merge_types(v.type, type_from_proto(tp))
+                merged = merge_types(v.type, types.read(tp))
                 if merged != v.type:
                     v.type = merged
                     updated += 1
         return PassResult(updated > 0, {"values-typed": updated})
 
 
-class _SmallTensorsOnly:
-    """A tensor writer that leaves out large payloads and remembers which it left out."""
-
-    def __init__(self, graph: Graph) -> None:
-        self.main = {name for name, v in graph.initializers.items() if not v.is_graph_input()}
-        self.left_out: set[str] = set()
-
-    def __call__(self, t, name: str, out: onnx.TensorProto) -> None:
-        if name not in self.main or nbytes(t) <= _INLINE_LIMIT:
-            tensor_to_proto(t, name, out)
-        else:
-            out.name = name
-            self.left_out.add(name)
+_READS_FLOAT_DATA = frozenset({"Resize", "Upsample", "Range"})
+"""Ops whose shape inference reads floating-point input values (scales, range bounds)."""
 
 
-def _declare_large_initializers(graph: Graph, gp: onnx.GraphProto, left_out: set[str]) -> None:
-    """Replace the left-out initializers of the main graph by typed graph inputs (in the proto only)."""
-    if not left_out:
-        return
-    keep = [tp for tp in gp.initializer if tp.name not in left_out]
-    del gp.initializer[:]
-    gp.initializer.extend(keep)
-    for name, v in graph.initializers.items():
-        if name in left_out:
-            vi = gp.input.add(name=name)
-            type_to_proto(TensorType(v.const_value.dtype, tuple(v.const_value.shape)), vi.type)
+def _data_helps(v) -> bool:
+    """Whether ONNX's data propagation could use this initializer's values: small integer tensors
+    (shapes, axes, pads, sizes) and the small float inputs of the ops that read them."""
+    c = v.const_value
+    if c is None:
+        return False
+    if is_floating(c.dtype) and not any(n.op_type in _READS_FLOAT_DATA for n in v.users()):
+        return False
+    return nbytes(c) <= _INLINE_LIMIT
+
+
+class _TypeCache:
+    """Equal ``TypeProto``s (most values of a model share a handful of types) read once, and the
+    resulting type objects shared."""
+
+    def __init__(self) -> None:
+        self._seen: dict[bytes, Type | None] = {}
+
+    def read(self, tp: onnx.TypeProto) -> Type | None:
+        key = tp.SerializeToString()
+        if key not in self._seen:
+            self._seen[key] = type_from_proto(tp)
+        return self._seen[key]
 
 
 def _inferred_types(gp: onnx.GraphProto) -> Iterator[tuple[str, onnx.TypeProto]]:

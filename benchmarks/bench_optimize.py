@@ -138,7 +138,7 @@ def main() -> None:
                     help='measure only these models (as named in the table, e.g. "chain 1000k"); keep '
                          "optimize.json's other rows")  # fmt: skip
     ap.add_argument("--baseline", metavar="REV",
-                    help="also run irforge's -O1 of commit REV (e.g. HEAD~1) as the tool 'irforge -O1 @REV'")  # fmt: skip
+                    help="also run the -O1 of commit REV (e.g. HEAD~1) as the tool 'irforge -O1 @REV'")  # fmt: skip
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import onnx

@@ -29,7 +29,7 @@ from .core_ir.verifier import verify_model
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float16": (1e-2, 1e-3),
     "bfloat16": (2e-2, 1e-2),
-    "float32": (1e-4, 1e-5),
+    "float32": (1e-4, 1e-6),
     "float64": (1e-9, 1e-12),
     "complex64": (1e-4, 1e-5),
     "complex128": (1e-9, 1e-12),

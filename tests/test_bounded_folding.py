@@ -54,7 +54,9 @@ BOMBS = {
         helper.make_node("Range", ["s", "e", "d"], ["r"]),
     ],
     "constant-of-shape": [_const("shape", [HUGE]), helper.make_node("ConstantOfShape", ["shape"], ["r"])],
-    "expand": [_const("one", [1]), _const("shape", [100_000, 100_000]), helper.make_node("Expand", ["one", "shape"], ["r"])],
+    "expand": [
+        _const("one", [1]), _const("shape", [100_000, 100_000]), helper.make_node("Expand", ["one", "shape"], ["r"]),
+    ],
     "tile": [_const("one", [1, 2]), _const("reps", [HUGE // 2]), helper.make_node("Tile", ["one", "reps"], ["r"])],
     "pad": [
         _const("one", [1]), _const("pads", [0, HUGE]),

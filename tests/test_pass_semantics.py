@@ -7,10 +7,9 @@ import os
 import warnings
 
 import node_suite as ns
-import numpy as np
 import onnx
 import pytest
-import test_light_models as tlm
+import real_models as rm
 from conftest import COUNTS
 
 import irforge
@@ -18,6 +17,7 @@ from irforge.backends.onnx import to_proto
 from irforge.core_ir import interpret, verify_model
 from irforge.passes.manager import PassManager
 from irforge.plugins import build_registry
+from irforge.testing import SemanticsChangedError, assert_close
 
 REGISTRY = build_registry(discover=False)
 PASSES = sorted(REGISTRY.passes)
@@ -42,7 +42,8 @@ def test_pass_keeps_node_suite_outputs(name, pass_name):
         checked = False
         if ns.passes_reference(name):
             for inputs, expected in case.data_sets:
-                ns.assert_similar(expected, interpret(model, ns.feeds(case.model, inputs)), case.rtol, case.atol)
+                got = interpret(model, ns.feeds(case.model, inputs))
+                ns.assert_similar(ns.expected(expected), got, case.rtol, case.atol)
             checked = True
         check, _ = ns.exclusions().get(name, (None, None))
         folds = pass_name in ("constant-fold", *LEVELS)
@@ -52,19 +53,51 @@ def test_pass_keeps_node_suite_outputs(name, pass_name):
     COUNTS[f"passes: {pass_name} keeps node-suite outputs" if checked else "passes: case run by neither engine"] += 1
 
 
-@pytest.mark.parametrize("pipeline", [*PASSES, *LEVELS, "fixpoint(canonicalize,dce),topological-sort"])
-@pytest.mark.parametrize("path", tlm.MODELS, ids=os.path.basename)
-def test_pass_keeps_light_model_outputs(path, pipeline):
-    """onnxruntime on the original and on the optimized export, same random input."""
-    original = onnx.load(path)
-    model = irforge.load(path)
+LIGHT_PIPELINES = [*(f"freeze-initializers,{p}" for p in PASSES), "O1", "O2", "O3",
+                   "fixpoint(canonicalize,dce),topological-sort"]  # fmt: skip
+"""Each pass after freeze-initializers (in these IR 3 models the weights are graph inputs, which
+hide them from every rewrite), and every level."""
+
+
+def light_model_check(path: str, pipeline: str) -> None:
+    """onnxruntime on the original (random, non-uniform weights) and on the optimized export,
+    the same random input, tolerances per dtype."""
+    original = rm.randomized(path)
+    model = irforge.from_onnx(original)
     _manager(pipeline).run(model)
     verify_model(model)
     exported = to_proto(model)
     onnx.checker.check_model(exported, full_check=True)
-    feeds = tlm._random_feeds(original)
+    feeds = rm.feeds(original)
     want = ns.ort_session(original.SerializeToString()).run(None, feeds)
     got = ns.ort_session(exported.SerializeToString()).run(None, feeds)
-    for w, g in zip(want, got, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert_close(want, got, f"{pipeline} on {os.path.basename(path)} (onnxruntime)")
+
+
+@pytest.mark.parametrize("pipeline", LIGHT_PIPELINES)
+@pytest.mark.parametrize("path", rm.MODELS, ids=os.path.basename)
+def test_pass_keeps_light_model_outputs(path, pipeline):
+    light_model_check(path, pipeline)
     COUNTS[f"passes: {pipeline} keeps light-model outputs (onnxruntime)"] += 1
+
+
+BROKEN = {
+    "scale-times-1.1": lambda s, t: (s * 1.1, t),
+    "mean-sign-flipped": lambda s, t: (s, t + 0.2 * s),  # shift = bias - mean*s: a flipped mean adds 2*mean*s
+}
+
+
+BN_MODELS = [p for p in rm.MODELS if any(n.op_type == "BatchNormalization" for n in onnx.load(p).graph.node)]
+
+
+@pytest.mark.parametrize("breakage", sorted(BROKEN))
+@pytest.mark.parametrize("path", BN_MODELS, ids=os.path.basename)
+def test_a_broken_conv_bn_fusion_fails_the_real_model_check(path, breakage, monkeypatch):
+    """The check above must notice a wrong fusion on every model where the fusion fires."""
+    from irforge.passes import fuse_conv_bn
+
+    assert _manager("freeze-initializers,fuse-conv-bn").run(irforge.from_onnx(rm.randomized(path)))
+    right = fuse_conv_bn._bn_scale_shift
+    monkeypatch.setattr(fuse_conv_bn, "_bn_scale_shift", lambda m: BROKEN[breakage](*right(m)))
+    with pytest.raises(SemanticsChangedError):
+        light_model_check(path, "freeze-initializers,fuse-conv-bn")

@@ -168,7 +168,9 @@ def _edit(g: Graph, op: str, r1: int, r2: int, nested: list) -> None:
     values = list(g.inputs) + [o for n in nodes for o in n.outputs]
     v1, v2 = values[r1 % len(values)], values[r2 % len(values)]
     pos = {n: i for i, n in enumerate(nodes)}
-    earlier = lambda a, n: a.producer() is None or pos.get(a.producer(), -1) < pos[n]  # noqa: E731
+    # only reads of values defined earlier in the list and not downstream of n, so no cycle forms
+    earlier = lambda a, n: a.producer() is None or (  # noqa: E731
+        pos.get(a.producer(), -1) < pos[n] and not _reaches(n, a.producer()))
     if op == "relu":
         b.op.Relu(v1)
     elif op == "add":
@@ -185,10 +187,10 @@ def _edit(g: Graph, op: str, r1: int, r2: int, nested: list) -> None:
             n.set_input(r2 % len(n.inputs), v2)
     elif op == "insert" and nodes:
         Builder(g, before=nodes[r1 % len(nodes)]).op.Abs(g.inputs[0])
-    elif op == "move" and len(nodes) > 1:
+    elif op in ("move", "sort") and len(nodes) > 1:
         g.move_after(nodes[-1], nodes[r1 % len(nodes)]) if nodes[r1 % len(nodes)] is not nodes[-1] else None
-    elif op == "sort":
-        g.sort()
+        if op == "sort":
+            g.sort()
     elif op == "output":
         g.set_output(0, v1)
     elif op == "type":
@@ -215,6 +217,21 @@ def _edit(g: Graph, op: str, r1: int, r2: int, nested: list) -> None:
             j.rollback() if r2 % 2 else j.commit()
         else:
             nested.append(jr.Journal().open())
+
+
+def _reaches(src, dst) -> bool:
+    """Whether ``dst`` reads (transitively) a result of ``src``."""
+    stack, seen = [src], set()
+    while stack:
+        n = stack.pop()
+        if n is dst:
+            return True
+        for o in n.outputs:
+            for user, _ in o.uses():
+                if user not in seen:
+                    seen.add(user)
+                    stack.append(user)
+    return False
 
 
 @settings(max_examples=200, deadline=None)

@@ -24,11 +24,18 @@ class NameGenerator:
     """Fresh value names for a graph tree, never colliding with names already in it."""
 
     def __init__(self, graph: Graph):
-        root = graph
-        while root.parent is not None and root.parent.graph is not None:
-            root = root.parent.graph
-        self._taken = {v.name for g in root.all_graphs() for v in g.values() if v.name}
+        self._graph = graph
+        self._taken_names: set[str] | None = None  # gathered on the first fresh name, if any
         self._counter = 0
+
+    @property
+    def _taken(self) -> set[str]:
+        if self._taken_names is None:
+            root = self._graph
+            while root.parent is not None and root.parent.graph is not None:
+                root = root.parent.graph
+            self._taken_names = {v.name for g in root.all_graphs() for v in g.values() if v.name}
+        return self._taken_names
 
     def fresh(self, hint: str = "v") -> str:
         while True:

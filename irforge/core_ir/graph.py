@@ -303,9 +303,14 @@ class Graph:
     def all_graphs(self) -> Iterator[Graph]:
         """This graph and every subgraph nested in it, outermost first."""
         yield self
-        for n in self:
-            for g in n.subgraphs():
-                yield from g.all_graphs()
+        sentinel = self._sentinel
+        box = sentinel.next
+        while box is not sentinel:  # the list walked directly: this runs before every pass
+            n = box.node
+            if n._attrs and not box.erased:
+                for g in n.subgraphs():
+                    yield from g.all_graphs()
+            box = box.next
 
     def all_nodes(self) -> Iterator[Node]:
         """Every node, including those in nested subgraphs (pre-order)."""

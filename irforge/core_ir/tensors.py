@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import sys
 from functools import cached_property
 from typing import Protocol, runtime_checkable
 
@@ -91,6 +92,30 @@ def _to_bytes(s: object) -> bytes:
     return s if isinstance(s, bytes) else str(s).encode("utf-8")
 
 
+_RAW_DTYPES = {
+    DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64, DataType.FLOAT16: np.float16,
+    DataType.INT8: np.int8, DataType.INT16: np.int16, DataType.INT32: np.int32, DataType.INT64: np.int64,
+    DataType.UINT8: np.uint8, DataType.UINT16: np.uint16, DataType.UINT32: np.uint32, DataType.UINT64: np.uint64,
+    DataType.BOOL: np.bool_,
+}  # fmt: skip
+"""Element types whose little-endian ``raw_data`` numpy reads as it is."""
+
+
+def _decode(proto: onnx.TensorProto, dtype: DataType) -> np.ndarray:
+    """The tensor's values.  Raw little-endian data of a plain numeric type is read in place (a
+    view of the proto's bytes, the common case for weights); everything else goes through ONNX's
+    own converter."""
+    np_dtype = _RAW_DTYPES.get(dtype)
+    if np_dtype is not None and proto.HasField("raw_data") and proto.data_location != onnx.TensorProto.EXTERNAL:
+        raw = proto.raw_data
+        count = 1
+        for d in proto.dims:
+            count *= d
+        if len(raw) == count * np.dtype(np_dtype).itemsize and sys.byteorder == "little":
+            return np.frombuffer(raw, dtype=np_dtype).reshape(tuple(proto.dims))
+    return onnx.numpy_helper.to_array(proto)
+
+
 class ProtoTensor:
     """A payload still encoded as a ``TensorProto`` (usually a slice of the model file's bytes),
     decoded on first use.  Holding bytes rather than a decoded message lets the loader free each
@@ -120,11 +145,11 @@ class ProtoTensor:
     def peek(self) -> np.ndarray:
         """The values without keeping them decoded: one-pass readers (the printer) of a million
         small tensors would otherwise double the model's memory."""
-        return self._array if self._array is not None else onnx.numpy_helper.to_array(self.proto)
+        return self._array if self._array is not None else _decode(self.proto, self.dtype)
 
     def numpy(self) -> np.ndarray:
         if self._array is None:
-            array = onnx.numpy_helper.to_array(self.proto)
+            array = _decode(self.proto, self.dtype)
             array.flags.writeable = False
             self._array = array
         return self._array

@@ -8,6 +8,8 @@ the IR already had (a known dim is never replaced by a symbol, nor a symbol by a
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -17,9 +19,10 @@ import onnx.shape_inference
 from ..core_ir.dtypes import is_floating
 from ..core_ir.graph import Graph
 from ..core_ir.model import Model
-from ..core_ir.serde import Serializer, type_from_proto
+from ..core_ir.serde import Serializer, type_from_proto, type_to_proto
 from ..core_ir.tensors import nbytes
 from ..core_ir.types import TensorType, Type
+from ..core_ir.wire import encode_varint, tag
 from .base import Pass, PassContext, PassError, PassResult
 
 _INLINE_LIMIT = 4096
@@ -37,35 +40,251 @@ class ShapeInference(Pass):
 
     data_prop: bool = True
 
+    window: int = 200_000
+    """Main graphs of more nodes are inferred a window of about this many nodes at a time (0:
+    never): ONNX's inference takes some 1.6 KB per node, which on a million-node model would be
+    more than the IR itself."""
+
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         model = ctx.model if ctx.model is not None and ctx.model.graph is graph else None
         if model is None:
             model = Model(graph, opset_imports=ctx.opset_imports(graph))
+        stats = {"values-typed": 0, "data-propagation-refused": 0}
+        data_prop = self.data_prop
+        if data_prop and _makes_sizes_from_values(graph):
+            # ONNX's data propagation allocates per element of every 1-D value its propagating
+            # ops read, known data or not: Cast(Range(0, 10**10, 1)) exhausts the memory.  Types
+            # first, without it; then propagation only if no such value is too long.
+            stats["values-typed"] += self._run(model, graph, data_prop=False)
+            long = _long_vector(graph)
+            if long is not None:
+                stats["data-propagation-refused"] = 1
+                warnings.warn(f"shape-inference: {long} is too long for ONNX's data propagation; shapes "
+                              "computed from values are left unknown", stacklevel=2)  # fmt: skip
+                return PassResult(stats["values-typed"] > 0, stats)
+        stats["values-typed"] += self._run(model, graph, data_prop=data_prop)
+        return PassResult(stats["values-typed"] > 0, stats)
+
+    def _run(self, model: Model, graph: Graph, data_prop: bool) -> int:
         serializer = Serializer(value_info=True)
+        header = serializer.model(model, with_graph=False)  # opsets, functions; reserves names
+        nodes = list(graph)
+        if self.window and len(nodes) > self.window * 1.25 and _windowable(model, nodes):
+            return _Windows(self, graph, nodes, serializer, header, data_prop).run()
         # the model goes to ONNX as bytes written node by node (no Python proto tree of it), and
-        # weights go as typed inputs: only what data propagation can read is sent with its data
+        # weights as typed inputs: only what data propagation can read goes with its data
         encoded = b"".join(serializer.model_parts(model, typed_only=lambda v: not _data_helps(v)))
+        # without data propagation ONNX invents names for dims it would otherwise know: those
+        # are not kept, or they would win over the real dims found with it
+        symbols = None if data_prop else _forget_invented
+        return self._infer(encoded, graph, serializer, graph.all_graphs(), data_prop, symbols)
+
+    def _infer(self, encoded: bytes, graph: Graph, serializer: Serializer, graphs, data_prop: bool,
+               symbols=None) -> int:  # fmt: skip
+        """Run ONNX's inference on ``encoded`` and merge what it found into the values of ``graphs``
+        (``symbols`` renames the dims ONNX invents, when it runs on a window)."""
         try:
             inferred = onnx.ModelProto.FromString(
-                onnx.shape_inference.C.infer_shapes(encoded, False, False, self.data_prop)
+                onnx.shape_inference.C.infer_shapes(encoded, False, False, data_prop)
             )
         except Exception as e:  # ONNX raises bare RuntimeErrors
             raise PassError(f"shape-inference: ONNX's inference failed on graph {graph.name!r}: {e}") from e
         del encoded
         found = dict(_inferred_types(inferred.graph))
-        del inferred
         types = _TypeCache()
         updated = 0
-        for g in graph.all_graphs():
-            for v in g.values():
+        for g in graphs:
+            for v in g.values() if isinstance(g, Graph) else g:
                 tp = found.get(serializer.name(v))
                 if tp is None:
                     continue
-                merged = merge_types(v.type, types.read(tp))
+                found_type = types.read(tp)
+                if symbols is not None:
+                    found_type = symbols(found_type)
+                merged = merge_types(v.type, found_type)
                 if merged != v.type:
                     v.type = merged
                     updated += 1
-        return PassResult(updated > 0, {"values-typed": updated})
+        return updated
+
+
+_PROPAGATING = frozenset({"Cast", "Add", "Sub", "Mul", "Concat", "Gather", "Slice", "Squeeze", "Unsqueeze", "Size"})
+"""Ops whose data propagation in ONNX (1.23) builds a list as long as a 1-D input (measured)."""
+_SIZE_FROM_VALUES = frozenset({
+    "Range", "ConstantOfShape", "Tile", "Expand", "Pad", "OneHot", "Resize", "Upsample", "HannWindow",
+    "HammingWindow", "BlackmanWindow", "MelWeightMatrix", "Reshape", "NonZero", "Compress", "Unique", "TopK",
+    "CenterCropPad", "Col2Im", "DFT", "STFT",
+})  # fmt: skip
+"""Ops that can make a long 1-D value out of short inputs."""
+_LONGEST_PROPAGATED = 1 << 16
+
+
+def _makes_sizes_from_values(graph: Graph) -> bool:
+    return any(n.op_type in _SIZE_FROM_VALUES and not n.domain for n in graph.all_nodes()) or (
+        _long_vector(graph) is not None
+    )
+
+
+def _long_vector(graph: Graph) -> str | None:
+    """A 1-D value longer than ONNX's data propagation can afford, read by a propagating op."""
+    for n in graph.all_nodes():
+        if n.op_type in _PROPAGATING and not n.domain:
+            for v in n.inputs:
+                t = v.type if v is not None else None
+                if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == 1:
+                    d = t.shape[0]
+                    if isinstance(d, int) and d > _LONGEST_PROPAGATED:
+                        return f"%{v.name} ({d} elements, read by {n.describe()})"
+    return None
+
+
+def _windowable(model: Model, nodes: list) -> bool:
+    """Windows need a flat main graph in topological order and nothing called from elsewhere."""
+    if model.functions or any(n._attrs and n.subgraphs() for n in nodes):
+        return False
+    seen = set()
+    for n in nodes:
+        for v in n.inputs:
+            p = v.producer() if v is not None else None
+            if p is not None and p not in seen:
+                return False
+        seen.add(n)
+    return True
+
+
+def _floating(v) -> bool:
+    t = v.type
+    return isinstance(t, TensorType) and is_floating(t.dtype)
+
+
+class _Windows:
+    """Inference a window at a time, in node order.  A window ends at a cut that only
+    floating-point values cross: ONNX's data propagation carries integer values (shapes, sizes,
+    indices) from node to node, and a cut through such a chain would lose what it knows; float
+    values carry only their types, which the next window gets as typed inputs."""
+
+    def __init__(self, pass_: ShapeInference, graph: Graph, nodes: list, serializer: Serializer, header,
+                 data_prop: bool) -> None:  # fmt: skip
+        self.pass_, self.graph, self.nodes, self.serializer = pass_, graph, nodes, serializer
+        self.data_prop = data_prop
+        self.header = header.SerializeToString()
+        self.next_symbol = 0
+        self.taken = {d for v in graph.values() if isinstance(v.type, TensorType) and v.type.shape
+                      for d in v.type.shape if isinstance(d, str)}  # fmt: skip
+        pos = {n: i for i, n in enumerate(nodes)}
+        end = len(nodes)
+        # the last node reading each node output (the graph's end for graph outputs)
+        self.last: dict = {}
+        for n in nodes:
+            for o in n.outputs:
+                if o is not None:
+                    self.last[o] = end if o.is_graph_output() else max((pos[u] for u, _ in o.uses()), default=-1)
+
+    def run(self) -> int:
+        size, n, start, updated = self.pass_.window, len(self.nodes), 0, 0
+        while start < n:
+            # a window runs a little past its size, to find a cut: that part is inferred twice
+            stop = n if n - start <= size * 1.25 else start + size + size // 16
+            updated += self.infer(start, stop)
+            if stop == n:
+                break
+            cut = self.cut(start, stop)
+            if cut is None:  # integers cross every cut in reach: the rest goes in one piece
+                updated += self.infer(start, n)
+                break
+            start = cut
+        return updated
+
+    def cut(self, start: int, stop: int) -> int | None:
+        """The first position from ``start + window`` on that no non-float node output crosses."""
+        crossing, ending = 0, {}
+        for i in range(start, stop):
+            crossing -= ending.pop(i, 0)
+            for o in self.nodes[i].outputs:
+                if o is not None and self.last[o] > i and not _floating(o):
+                    crossing += 1
+                    ending[self.last[o]] = ending.get(self.last[o], 0) + 1
+            if i + 1 - start >= self.pass_.window and crossing == 0:
+                return i + 1
+        return None
+
+    def infer(self, start: int, stop: int) -> int:
+        window = self.nodes[start:stop]
+        inside = {o for n in window for o in n.outputs if o is not None}
+        ser, out = self.serializer, bytearray()
+        shell = onnx.GraphProto(name=self.graph.name)
+        inputs: dict = {}
+        for n in window:
+            for v in n.inputs:
+                if v is not None and v not in inside and v not in inputs:
+                    inputs[v] = None
+        for v in inputs:
+            if v.is_initializer() and not v.is_graph_input() and _data_helps(v):
+                tp = onnx.TensorProto()
+                ser.write_tensor(v.const_value, ser.name(v), tp)
+                shell.initializer.append(tp)
+            elif v.is_initializer() and not v.is_graph_input():
+                c = v.const_value
+                type_to_proto(TensorType(c.dtype, tuple(c.shape)), shell.input.add(name=ser.name(v)).type)
+            else:
+                vi = shell.input.add(name=ser.name(v))
+                if v.type is not None:
+                    type_to_proto(v.type, vi.type)
+        for n in window:
+            np_ = onnx.NodeProto()
+            ser.node(n, np_)
+            out += _field(1, np_.SerializeToString())
+            for o in n.outputs:
+                if o is not None and o.type is not None:
+                    vi = onnx.ValueInfoProto()
+                    ser.value_info(o, vi)
+                    out += _field(13, vi.SerializeToString())
+        out += shell.SerializeToString()
+        encoded = self.header + _field(7, bytes(out))
+        del out
+        symbols = self.rename_symbols() if self.data_prop else _forget_invented
+        return self.pass_._infer(encoded, self.graph, self.serializer, [list(inside)], self.data_prop, symbols)
+
+    def rename_symbols(self):
+        """ONNX names the dims it cannot know ``unk__0``, ``unk__1``, ... afresh in every run; across
+        windows those would claim that unrelated dims are equal, so each window's get new names."""
+        fresh: dict[str, str] = {}
+
+        def dim(d):
+            if isinstance(d, str) and _INVENTED.fullmatch(d):
+                if d not in fresh:
+                    while f"unk__{self.next_symbol}" in self.taken:
+                        self.next_symbol += 1
+                    fresh[d] = f"unk__{self.next_symbol}"
+                    self.taken.add(fresh[d])
+                return fresh[d]
+            return d
+
+        renamed: dict = {}
+
+        def rename(t):
+            if t not in renamed:  # types are shared objects: each distinct one renamed once
+                if isinstance(t, TensorType) and t.shape is not None and any(isinstance(d, str) for d in t.shape):
+                    renamed[t] = TensorType(t.dtype, tuple(dim(d) for d in t.shape))
+                else:
+                    renamed[t] = t
+            return renamed[t]
+
+        return rename
+
+
+_INVENTED = re.compile(r"unk__\d+")
+
+
+def _forget_invented(t):
+    if isinstance(t, TensorType) and t.shape is not None and any(isinstance(d, str) for d in t.shape):
+        return TensorType(t.dtype, tuple(None if isinstance(d, str) and _INVENTED.fullmatch(d) else d
+                                         for d in t.shape))  # fmt: skip
+    return t
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return tag(number) + encode_varint(len(payload)) + payload
 
 
 _READS_FLOAT_DATA = frozenset({"Resize", "Upsample", "Range"})
@@ -78,7 +297,7 @@ def _data_helps(v) -> bool:
     c = v.const_value
     if c is None:
         return False
-    if is_floating(c.dtype) and not any(n.op_type in _READS_FLOAT_DATA for n in v.users()):
+    if is_floating(c.dtype) and not any(n.op_type in _READS_FLOAT_DATA for n, _ in v.uses()):
         return False
     return nbytes(c) <= _INLINE_LIMIT
 

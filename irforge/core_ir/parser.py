@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from sys import intern
 
@@ -42,6 +43,23 @@ class _Scope:
                 return v
             s = s.parent
         return None
+
+
+_REF = r"(?:%(?:\#\d+|[A-Za-z0-9_.$/\-]+)|none)"
+_REF_RE = re.compile(_REF)
+_DIM = r"(?:-?\d+|\?|[A-Za-z_][A-Za-z0-9_.]*)"
+_PLAIN_NODE = re.compile(
+    rf"""(?:[ \t]*:[ \t]*([a-z0-9]+)\[((?:[ \t]*{_DIM}[ \t]*(?:,[ \t]*{_DIM}[ \t]*)*)?)\])?"""
+    rf"""[ \t]*=[ \t]*([A-Za-z_][A-Za-z0-9_.]*)\(((?:[ \t]*{_REF}[ \t]*(?:,[ \t]*{_REF}[ \t]*)*)?)\)"""
+    r"""(?:[ \t]+with[ \t]*\{[ \t]*name[ \t]*=[ \t]*("(?:[^"\\\n]|\\.)*")[ \t]*\})?[ \t]*(?://[^\n]*)?(?=\n|$)"""
+)
+"""The rest of a common node line after its output: ``: f32[n,4] = Op(%a, %b) with {name = "n"}``."""
+_NUM = r"[-+]?(?:inf|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_PLAIN_INIT = re.compile(
+    r"[ \t]+(%[A-Za-z0-9_.$/\-]+)[ \t]*=[ \t]*dense<([a-z0-9]+)\[([0-9, \t]*)\]>"
+    rf"\[((?:[ \t]*{_NUM}[ \t]*(?:,[ \t]*{_NUM}[ \t]*)*)?)\][ \t]*(?://[^\n]*)?(?=\n|$)"
+)
+"""The rest of a common initializer line after ``init``: ``%w = dense<f32[2]>[0.5, 1]``."""
 
 
 class Parser:
@@ -255,6 +273,8 @@ class Parser:
                             break
                 g.set_outputs(outs)
                 return
+            if self.at("init") and self._ahead is None and self.plain_init(g, scope):
+                continue
             if self.accept("init"):
                 tok = self.expect_kind("value", "an initializer '%name'")
                 existing = scope.defined.get(self.key_of(tok)[0])
@@ -273,7 +293,78 @@ class Parser:
                 continue
             if self.tok.kind == "eof":
                 raise self.error("missing 'return' at the end of the graph body")
-            self.node(g, scope)
+            if not (self.tok.kind == "value" and self._ahead is None and self.plain_node(g, scope)):
+                self.node(g, scope)
+
+    def plain_node(self, g: Graph, scope: _Scope) -> bool:
+        """The common node line (``%y = Op(%a, %b) with {name = "n"}``: one untyped output, an
+        ONNX op, no attributes) read in one regular-expression step instead of a dozen tokens;
+        False, with nothing consumed, for any other line."""
+        lexer = self._lexer
+        m = _PLAIN_NODE.match(lexer.text, lexer.pos)
+        if m is None:
+            return False
+        out_tok, line = self.tok, self.tok.line
+        out_type = None
+        if m.group(1) is not None:
+            dt = from_short_name(m.group(1))
+            if dt is None:
+                return False  # the general path reports it
+            dims = tuple(None if d == "?" else int(d) if d.lstrip("-").isdigit() else intern(d)
+                         for d in (x.strip() for x in m.group(2).split(",")) if d)  # fmt: skip
+            out_type = self.tensor_type(dt, dims)
+        start = m.start(4)
+        inputs = [self.ref_text(scope, r.group(), line, start + r.start() + 1)
+                  for r in _REF_RE.finditer(m.group(4))]  # fmt: skip
+        output = self.define(scope, out_tok)
+        if out_type is not None:
+            output.type = out_type
+        quoted = m.group(5)
+        name = "" if not quoted else quoted[1:-1] if "\\" not in quoted else unquote(quoted)
+        g.append(Node(intern(m.group(3)), inputs, outputs=[output], name=name))
+        lexer.pos = m.end()
+        self.advance()
+        return True
+
+    def plain_init(self, g: Graph, scope: _Scope) -> bool:
+        """The common initializer line (``init %w = dense<f32[2,3]>[...]``, numbers, nothing
+        after) in one regular-expression step; False, with nothing consumed, for any other."""
+        lexer, line = self._lexer, self.tok.line
+        m = _PLAIN_INIT.match(lexer.text, lexer.pos)
+        if m is None:
+            return False
+        dt = from_short_name(m.group(2))
+        if dt is None or dt in (DataType.STRING, DataType.BOOL):
+            return False
+        shape = tuple(int(d) for d in m.group(3).split(",")) if m.group(3).strip() else ()
+        body = m.group(4)
+        items = [x.strip() for x in body.split(",")] if body.strip() else []
+        if len(items) != (int(np.prod(shape)) if shape else 1):
+            return False  # the general path reports it
+        tok = Token("value", m.group(1), line, m.start(1) + 1)
+        existing = scope.defined.get(self.key_of(tok)[0])
+        v = existing if existing is not None and existing in g._input_set else self.define(scope, tok)
+        v.const_value = NumpyTensor(_numbers(items, dt, to_numpy(dt)).reshape(shape), dt)
+        if v.type is None:
+            v.type = self.tensor_type(dt, shape)
+        g.add_initializer(v)
+        lexer.pos = m.end()
+        self.advance()
+        return True
+
+    def ref_text(self, scope: _Scope, text: str, line: int, col: int) -> Value | None:
+        """:meth:`ref` for a reference already cut out of its line."""
+        if text == "none":
+            return None
+        tok = Token("value", text, line, col)
+        key, name = self.key_of(tok)
+        v = scope.lookup(key)
+        if v is None:
+            if key in scope.pending:
+                return scope.pending[key][0]
+            v = Value(name)
+            scope.pending[key] = (v, tok)
+        return v
 
     def node(self, g: Graph, scope: _Scope) -> None:
         outputs: list[Value | None] = []
@@ -590,7 +681,7 @@ def _numbers(items: list, dt: DataType, npdt: np.dtype) -> np.ndarray:
     if any(isinstance(x, bool) for x in items):
         return np.array(items, dtype=np.float64).astype(npdt)
     if is_floating(dt) or any(not _is_int(x) for x in items):
-        return np.array([float(x) for x in items], dtype=np.float64).astype(npdt)
+        return np.array(items, dtype=np.float64).astype(npdt)  # numpy reads the strings itself
     ints = [int(x) for x in items]
     if npdt.kind in "iu":
         return np.array(ints, dtype=npdt)

@@ -19,11 +19,13 @@ import onnx.shape_inference
 from ..core_ir.dtypes import is_floating
 from ..core_ir.graph import Graph
 from ..core_ir.model import Model
+from ..core_ir.pattern import constant_value
 from ..core_ir.serde import Serializer, type_from_proto, type_to_proto
 from ..core_ir.tensors import nbytes
 from ..core_ir.types import TensorType, Type
 from ..core_ir.wire import encode_varint, tag
 from .base import Pass, PassContext, PassError, PassResult
+from .result_bounds import result_bound
 
 _INLINE_LIMIT = 4096
 """Initializers up to this many bytes that data propagation can read go to ONNX with their data
@@ -116,13 +118,46 @@ _SIZE_FROM_VALUES = frozenset({
     "CenterCropPad", "Col2Im", "DFT", "STFT",
 })  # fmt: skip
 """Ops that can make a long 1-D value out of short inputs."""
-_LONGEST_PROPAGATED = 1 << 16
+_LONGEST_PROPAGATED = 1 << 20
+"""Longest 1-D value handed to ONNX's data propagation (a list of a million dims, ~100 MB there)."""
+_SHAPE_INPUT = {"Reshape": 1, "ConstantOfShape": 0, "Expand": 1}
+_KEEPS_RANK = frozenset({"Tile", "Pad", "Resize", "Upsample", "CenterCropPad", "TopK"})
 
 
 def _makes_sizes_from_values(graph: Graph) -> bool:
-    return any(n.op_type in _SIZE_FROM_VALUES and not n.domain for n in graph.all_nodes()) or (
-        _long_vector(graph) is not None
-    )
+    """Whether some value may turn out too long for data propagation only once types are known."""
+    risky = (n for n in graph.all_nodes() if not n.domain and n.op_type in _SIZE_FROM_VALUES)
+    return any(_may_be_long_vector(n) for n in risky) or _long_vector(graph) is not None
+
+
+def _rank(v) -> int | None:
+    t = v.type if v is not None else None
+    return len(t.shape) if isinstance(t, TensorType) and t.shape is not None else None
+
+
+def _may_be_long_vector(n) -> bool:
+    """Whether ``n`` may produce a 1-D result too long for data propagation: its rank is read off
+    its inputs' types (a Reshape to a 4-element shape makes no vector), Range's length off its
+    constant inputs."""
+    op = n.op_type
+    if op == "Range":
+        args = [constant_value(v) for v in n.inputs]
+        bound = None if any(a is None for a in args) else result_bound(op, args, {})
+        return bound is None or bound > _LONGEST_PROPAGATED
+    if op in _SHAPE_INPUT:
+        shape = n.inputs[_SHAPE_INPUT[op]] if len(n.inputs) > _SHAPE_INPUT[op] else None
+        dims = constant_value(shape)
+        if dims is not None and dims.ndim == 1 and op != "Expand":  # the result's shape is in plain view
+            return dims.size <= 1 and (dims.size == 0 or abs(int(dims[0])) > _LONGEST_PROPAGATED or dims[0] < 0)
+        t = shape.type if shape is not None else None
+        length = t.shape[0] if isinstance(t, TensorType) and t.shape is not None and len(t.shape) == 1 else None
+        if not isinstance(length, int):
+            return True
+        return length <= 1 and (op != "Expand" or (_rank(n.inputs[0]) or 0) <= 1)
+    if op in _KEEPS_RANK:
+        rank = _rank(n.inputs[0]) if n.inputs else None
+        return rank is None or rank <= 1
+    return True
 
 
 def _long_vector(graph: Graph) -> str | None:

@@ -73,6 +73,18 @@ def _randomized_bytes(path: str, seed: int) -> bytes:
     return model.SerializeToString()
 
 
+@functools.cache
+def weight_count(path: str) -> int:
+    """Elements in the model's weights, fills included (what randomizing it materialises)."""
+    model = onnx.load(path)
+    inits = {t.name: t for t in model.graph.initializer}
+    count = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    for node in model.graph.node:
+        if node.op_type == "ConstantOfShape" and node.input and node.input[0] in inits:
+            count += int(np.prod(numpy_helper.to_array(inits[node.input[0]])))
+    return count
+
+
 def randomized(path: str, seed: int = 0) -> onnx.ModelProto:
     """A fresh copy of the light model at ``path`` with non-uniform, seeded weights."""
     return onnx.ModelProto.FromString(_randomized_bytes(path, seed))

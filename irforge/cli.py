@@ -238,10 +238,15 @@ def _one_line_warnings(prog: str) -> None:
     import warnings
 
     def show(message, category, filename, lineno, file=None, line=None):
-        text = str(message).replace("\n", "\n    ")
+        text = "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
         print(f"{prog}: warning: {text}", file=file or sys.stderr)
 
     warnings.showwarning = show
+    from .passes import OscillationWarning, PassSkippedWarning
+    from .plugins import PluginWarning
+
+    for category in (PassSkippedWarning, OscillationWarning, PluginWarning):
+        warnings.simplefilter("always", category)  # every skipped pass is worth its own line
 
 
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:

@@ -37,6 +37,7 @@ def test_print_full_parses_back_to_the_loaded_model():
 def test_print_elides_large_constants_by_default_and_on_request():
     default = _cli("print", EXAMPLE).stdout
     assert "elided<" in default and "graph @" in default
+    assert default.endswith("}\n")  # a shell prompt after it starts on its own line
     none_elided = _cli("print", "--elide", "1000000000", EXAMPLE).stdout
     assert "elided<" not in none_elided
     everything = _cli("print", "--elide", "0", EXAMPLE).stdout

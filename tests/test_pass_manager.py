@@ -175,3 +175,65 @@ def test_optimize_api_runs_pipeline_text_in_place():
     assert irforge.optimize(model, "topological-sort,dce") is model
     assert [n.op_type for n in model.graph] == ["Abs"]
     np.testing.assert_array_equal(interpret(model.graph, {"x": x})[0], expected)
+
+
+def test_keep_going_warns_in_one_line_per_failed_pass(tmp_path):
+    model_path = tmp_path / "m.irf"
+    model_path.write_text(print_model(_model()))
+    script = (
+        "import sys; sys.path.insert(0, {tests!r});"
+        "import test_pass_manager as t, irforge.plugins.registry as r;"
+        "r.default_registry.cache_clear();"
+        "r.default_registry = lambda: t.REG;"
+        "import irforge.plugins as p; p.default_registry = r.default_registry;"
+        "from irforge.cli import irforge_main;"
+        "sys.exit(irforge_main(['optimize', {path!r}, '-o', {out!r}, '--keep-going', '--pipeline', "
+        "'half-then-raise,dce,half-then-raise']))"
+    ).format(tests=str(__import__("pathlib").Path(__file__).parent), path=str(model_path), out=str(tmp_path / "o.onnx"))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr  # one line per skipped pass: no file path, no source line
+    for line in lines:
+        assert line.startswith("irforge: warning: pass 'half-then-raise' (from _TestPlugin) failed")
+        assert line.endswith("the pass was rolled back and skipped")
+
+
+class _FakeTerminal:
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Slow(Pass):
+    name = "slow"
+    summary = "test: takes a while"
+
+    def run(self, graph, ctx):
+        import time
+
+        time.sleep(0.3)
+        return PassResult(False)
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_shows_on_a_terminal_only(tty):
+    from irforge.passes.instrumentation import Progress
+
+    stream = _FakeTerminal(tty)
+    progress = Progress(2, stream=stream, delay=0.05, interval=0.02)
+    PassManager.parse("slow,slow", {"slow": Slow}, instruments=[progress]).run(_model())
+    progress.close()
+    if tty:
+        assert "irforge: step 2/2 · slow · " in stream.text and stream.text.endswith("\r\033[K")
+    else:
+        assert stream.text == ""

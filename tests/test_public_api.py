@@ -7,11 +7,16 @@ users and must not happen by accident.
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 
+import pytest
+
 import irforge
 import irforge.core_ir
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "small_cnn.onnx")
 
 TOP_LEVEL = {
     "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "from_onnx",
@@ -29,6 +34,23 @@ CORE_IR = {
     "print_model", "register_kernel", "structural_diff", "verify", "verify_model", "write_model",
 }  # fmt: skip
 
+PASSES = {
+    "ChangedCheck", "DishonestPassError", "Fixpoint", "Instrument", "Match", "OscillationWarning",
+    "Pass", "PassContext", "PassError", "PassFailedError", "PassManager", "PassResult",
+    "PassSkippedWarning", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics", "Timing",
+    "VerifyEach", "pattern", "run_patterns",
+}  # fmt: skip
+
+PLUGINS = {
+    "PluginError", "PluginInfo", "PluginWarning", "Registry", "build_registry", "default_registry",
+    "hookimpl", "hookspec",
+}  # fmt: skip
+
+TESTING = {
+    "TOLERANCES", "SemanticsChangedError", "assert_close", "assert_preserves_semantics", "assert_rewrites",
+    "random_feeds",
+}  # fmt: skip
+
 GRAPH_METHODS = {
     "append", "insert_before", "insert_after", "remove", "sort", "all_graphs", "all_nodes", "values",
     "inputs", "outputs", "initializers", "append_input", "add_initializer", "set_outputs",
@@ -44,6 +66,46 @@ def test_exported_names_are_pinned():
         assert hasattr(irforge, name), name
     for name in CORE_IR:
         assert hasattr(irforge.core_ir, name), name
+
+
+def test_every_subpackage_pins_its_names_and_documents_them():
+    import irforge.passes
+    import irforge.plugins
+    import irforge.testing
+
+    for module, names in ((irforge, TOP_LEVEL), (irforge.core_ir, CORE_IR), (irforge.passes, PASSES),
+                          (irforge.plugins, PLUGINS), (irforge.testing, TESTING)):  # fmt: skip
+        assert set(module.__all__) == names, module.__name__
+        for name in names:
+            obj = getattr(module, name)
+            if name.startswith("__") or isinstance(obj, dict | str | int):
+                continue
+            doc = inspect.getdoc(obj) or ""
+            assert doc.strip() and doc != inspect.getdoc(type), f"{module.__name__}.{name} has no docstring"
+
+
+def test_pass_manager_parse_and_from_passes_build_the_same_pipeline():
+    from irforge.passes import Fixpoint, PassError, PassManager
+    from irforge.passes.cse import CommonSubexpressionElimination
+    from irforge.passes.dce import DeadCodeElimination
+
+    parsed = PassManager.parse("cse,fixpoint(dce){max-iterations=3}")
+    built = PassManager.from_passes([CommonSubexpressionElimination(), Fixpoint((DeadCodeElimination(),), 3)])
+    assert parsed == built and str(parsed) == str(built) == "cse,fixpoint(dce){max-iterations=3}"
+    assert PassManager.parse("-O2") == PassManager.parse("O2")
+    with pytest.raises(PassError, match="did you mean constant-fold"):
+        PassManager.parse("constant-fld")
+
+
+def test_optimize_takes_the_command_line_spelling():
+    import numpy as np
+
+    model = irforge.load(EXAMPLE)
+    feeds = {"image": np.ones((1, 3, 32, 32), np.float32)}
+    want = irforge.interpret(model, feeds)
+    for spelling in ("-O2", "O2", "O1,dce"):
+        m = irforge.optimize(irforge.load(EXAMPLE), spelling)
+        np.testing.assert_allclose(irforge.interpret(m, feeds)[0], want[0], rtol=1e-5, atol=1e-6)
 
 
 def test_ir_classes_keep_their_mutation_api():

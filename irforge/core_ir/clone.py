@@ -62,6 +62,8 @@ def clone_node(n: Node, vmap: dict[Value, Value]) -> Node:
 
 
 def clone_model(model: Model) -> Model:
+    """A fully independent copy of ``model`` (graphs, functions, metadata); payloads are shared,
+    being immutable."""
     m = copy.copy(model)
     m.graph = clone_graph(model.graph)
     m.opset_imports = dict(model.opset_imports)

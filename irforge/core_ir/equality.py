@@ -27,6 +27,7 @@ def structural_diff(a: Graph, b: Graph) -> str | None:
 
 
 def graphs_equal(a: Graph, b: Graph) -> bool:
+    """Whether two graphs are structurally equal (see :func:`structural_diff` for the difference)."""
     return structural_diff(a, b) is None
 
 

@@ -703,6 +703,7 @@ def parse(text: str | Iterable[str], source: str = "<text>") -> Graph | Model:
 
 
 def parse_graph(text: str | Iterable[str], source: str = "<text>") -> Graph:
+    """:func:`parse` for text that must hold a graph (``graph @...``)."""
     result = parse(text, source)
     if not isinstance(result, Graph):
         raise ParseError("expected a graph, found a model", 1, 1, source)
@@ -710,6 +711,7 @@ def parse_graph(text: str | Iterable[str], source: str = "<text>") -> Graph:
 
 
 def parse_model(text: str | Iterable[str], source: str = "<text>") -> Model:
+    """:func:`parse` for text that must hold a model (``model ...``)."""
     result = parse(text, source)
     if not isinstance(result, Model):
         raise ParseError("expected a model, found a graph", 1, 1, source)

@@ -216,6 +216,8 @@ class Pattern:
         """The first full match rooted at ``node`` that passes the check, or None."""
         if node.op_type != self.root.op_type or node.domain != self.root.domain:
             return None
+        if trace is None and not _inputs_fit(self.root, node):
+            return None  # the common miss, told without the generator machinery
         for state in _match_op(self.root, node, _State({}, {}), trace):
             outputs = []
             for o in self.outputs:
@@ -230,6 +232,32 @@ class Pattern:
                 if trace is not None:
                     trace.failed(len(state.nodes), f"check refused: {m.reason or 'returned False'}")
         return None
+
+
+def _input_fits(pat, v: Value | None) -> bool:
+    if pat is None or v is None:
+        return pat is None and v is None
+    if isinstance(pat, Var):
+        if not pat.constant:
+            return True
+        p = v._producer
+        return (v._const_value is not None and not v.is_graph_input()) or (p is not None and p.op_type == "Constant")
+    p = v._producer
+    return p is not None and p.op_type == pat.op.op_type and p.domain == pat.op.domain
+
+
+def _inputs_fit(p: OpPattern, node: Node) -> bool:
+    """A necessary condition for a match, one level deep: the right number of inputs, each made
+    by the op the pattern wants there (in either order for a commutative op), constants where it
+    wants constants."""
+    ins = node._inputs
+    pins = p.inputs
+    if len(ins) != len(pins):
+        return False
+    if all(_input_fits(a, b) for a, b in zip(pins, ins, strict=True)):
+        return True
+    return (len(pins) == 2 and p.op_type in COMMUTATIVE and not p.domain
+            and _input_fits(pins[1], ins[0]) and _input_fits(pins[0], ins[1]))  # fmt: skip
 
 
 @dataclass

@@ -541,6 +541,27 @@ class Serializer:
             for a in n._attrs.values():
                 self.attribute(a, np_.attribute.add())
 
+    def node_bytes(self, n: Node) -> bytes:
+        """The encoded ``NodeProto`` of ``n``.  A node without attributes, doc string or metadata
+        (most of a large graph) is encoded directly, without building a protobuf message."""
+        if n._attrs or n.doc_string or n.metadata:
+            np_ = onnx.NodeProto()
+            self.node(n, np_)
+            return np_.SerializeToString()
+        name = self.name
+        out = bytearray()
+        for key, values in ((b"\x0a", n._inputs), (b"\x12", n._outputs)):
+            for v in values:
+                _append_string(out, key, b"" if v is None else name(v).encode("utf-8"))
+        if n.name:
+            _append_string(out, b"\x1a", n.name.encode("utf-8"))
+        _append_string(out, b"\x22", n.op_type.encode("utf-8"))
+        if n.domain:
+            _append_string(out, b"\x3a", n.domain.encode("utf-8"))
+        if n.overload:
+            _append_string(out, b"\x42", n.overload.encode("utf-8"))
+        return bytes(out)
+
     def value_info(self, v: Value, vi: onnx.ValueInfoProto) -> None:
         vi.name = self.name(v)
         type_to_proto(v.type, vi.type)
@@ -620,9 +641,7 @@ class Serializer:
                 self.write_tensor(v.const_value, name, tp)
                 _append_field(out, _GRAPH_INITIALIZER, tp.SerializeToString())
         for n in g:
-            np_ = onnx.NodeProto()
-            self.node(n, np_)
-            _append_field(out, _GRAPH_NODE, np_.SerializeToString())
+            _append_field(out, _GRAPH_NODE, self.node_bytes(n))
         if self.emit_value_info:
             for o in _typed_intermediates(g):
                 vi = onnx.ValueInfoProto()
@@ -690,6 +709,13 @@ class _Chunks:
 
     def done(self) -> list[bytearray]:
         return [*self.chunks, self.current]
+
+
+def _append_string(out: bytearray, key: bytes, data: bytes) -> None:
+    out += key
+    n = len(data)
+    out += bytes((n,)) if n < 0x80 else encode_varint(n)
+    out += data
 
 
 def _append_field(out: _Chunks, key: bytes, payload: bytes) -> None:

@@ -352,6 +352,8 @@ def verify(
 
 
 def verify_model(model: Model, *, raise_on_error: bool = True) -> list[Problem]:
+    """Every problem of the model's graphs and functions, found in one walk; raises
+    :class:`VerificationError` listing them unless ``raise_on_error`` is false."""
     from .interpreter import registered_kernels
 
     kernels = set(registered_kernels())

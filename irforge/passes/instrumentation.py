@@ -22,6 +22,9 @@ from .base import Pass, PassContext, PassResult
 
 
 class Instrument:
+    """What the manager calls around every pass; subclass it and override either method.  Raising
+    in ``after_pass`` rejects the pass's result: the pass is rolled back."""
+
     def before_pass(self, pass_: Pass, model: Model, ctx: PassContext) -> None:
         pass
 

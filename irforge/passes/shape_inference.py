@@ -266,9 +266,7 @@ class _Windows:
                 if v.type is not None:
                     type_to_proto(v.type, vi.type)
         for n in window:
-            np_ = onnx.NodeProto()
-            ser.node(n, np_)
-            out += _field(1, np_.SerializeToString())
+            out += _field(1, ser.node_bytes(n))
             for o in n.outputs:
                 if o is not None and o.type is not None:
                     vi = onnx.ValueInfoProto()

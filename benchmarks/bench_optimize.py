@@ -96,8 +96,10 @@ def measure(tool: str, path: str, timeout: float, baselines: dict[str, str] | No
         tool, rev = tool.split(" @")
         env["PYTHONPATH"] = (baselines or {})[rev]
     try:
+        # run from the model's folder: `python -c` puts the working directory first on sys.path,
+        # which would shadow the baseline's irforge with this checkout's
         proc = subprocess.run([sys.executable, "-c", WORKER, tool, path], capture_output=True, text=True,
-                              timeout=timeout, env=env, check=False)  # fmt: skip
+                              timeout=timeout, env=env, check=False, cwd=os.path.dirname(path))  # fmt: skip
     except subprocess.TimeoutExpired:
         return {"timeout": timeout}
     if proc.returncode != 0:

@@ -51,7 +51,7 @@ def _key(node: Node) -> tuple | None:
     if node.domain or node.op_type in NONDETERMINISTIC:
         return None
     attrs = []
-    for a in sorted(node.attributes.values(), key=lambda a: a.name):
+    for a in sorted(node.attributes.values(), key=lambda a: a.name) if node._attrs else ():
         if a.ref is not None:
             return None
         if a.kind in _SCALARS:

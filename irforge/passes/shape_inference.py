@@ -52,12 +52,14 @@ class ShapeInference(Pass):
         if model is None:
             model = Model(graph, opset_imports=ctx.opset_imports(graph))
         stats = {"values-typed": 0, "data-propagation-refused": 0}
-        data_prop = self.data_prop
+        # propagation needs values to start from (shapes, integer constants); without any it only
+        # costs time (a third of ONNX's inference on a float-only graph)
+        data_prop = self.data_prop and _has_data_sources(model)
         if data_prop and _makes_sizes_from_values(graph):
             # ONNX's data propagation allocates per element of every 1-D value its propagating
             # ops read, known data or not: Cast(Range(0, 10**10, 1)) exhausts the memory.  Types
             # first, without it; then propagation only if no such value is too long.
-            stats["values-typed"] += self._run(model, graph, data_prop=False)
+            stats["values-typed"] += self._run(model, graph, data_prop=False, screening=True)
             long = _long_vector(graph)
             if long is not None:
                 stats["data-propagation-refused"] = 1
@@ -67,18 +69,18 @@ class ShapeInference(Pass):
         stats["values-typed"] += self._run(model, graph, data_prop=data_prop)
         return PassResult(stats["values-typed"] > 0, stats)
 
-    def _run(self, model: Model, graph: Graph, data_prop: bool) -> int:
+    def _run(self, model: Model, graph: Graph, data_prop: bool, screening: bool = False) -> int:
         serializer = Serializer(value_info=True)
         header = serializer.model(model, with_graph=False)  # opsets, functions; reserves names
         nodes = list(graph)
         if self.window and len(nodes) > self.window * 1.25 and _windowable(model, nodes):
-            return _Windows(self, graph, nodes, serializer, header, data_prop).run()
+            return _Windows(self, graph, nodes, serializer, header, data_prop, screening).run()
         # the model goes to ONNX as bytes written node by node (no Python proto tree of it), and
         # weights as typed inputs: only what data propagation can read goes with its data
         encoded = b"".join(serializer.model_parts(model, typed_only=lambda v: not _data_helps(v)))
-        # without data propagation ONNX invents names for dims it would otherwise know: those
-        # are not kept, or they would win over the real dims found with it
-        symbols = None if data_prop else _forget_invented
+        # a screening run (no propagation) invents names for dims that propagation will know:
+        # those are not kept, or they would win over the real dims found next
+        symbols = _forget_invented if screening else None
         return self._infer(encoded, graph, serializer, graph.all_graphs(), data_prop, symbols)
 
     def _infer(self, encoded: bytes, graph: Graph, serializer: Serializer, graphs, data_prop: bool,
@@ -122,6 +124,23 @@ _LONGEST_PROPAGATED = 1 << 20
 """Longest 1-D value handed to ONNX's data propagation (a list of a million dims, ~100 MB there)."""
 _SHAPE_INPUT = {"Reshape": 1, "ConstantOfShape": 0, "Expand": 1}
 _KEEPS_RANK = frozenset({"Tile", "Pad", "Resize", "Upsample", "CenterCropPad", "TopK"})
+
+
+_DATA_SOURCES = frozenset({"Shape", "Size", "Constant", "Range", "Resize", "Upsample"})
+
+
+def _has_data_sources(model: Model) -> bool:
+    """Whether ONNX's data propagation has anything to propagate: an op that makes known values
+    from shapes or attributes, or a small integer initializer sent with its data."""
+    graphs = [*model.graph.all_graphs(), *(g for fn in model.functions.values() for g in fn.graph.all_graphs())]
+    for g in graphs:
+        for v in g._initializers.values():
+            c = v.const_value
+            if c is not None and not is_floating(c.dtype) and nbytes(c) <= _INLINE_LIMIT:
+                return True
+        if any(n.op_type in _DATA_SOURCES for n in g):
+            return True
+    return False
 
 
 def _makes_sizes_from_values(graph: Graph) -> bool:
@@ -199,9 +218,9 @@ class _Windows:
     values carry only their types, which the next window gets as typed inputs."""
 
     def __init__(self, pass_: ShapeInference, graph: Graph, nodes: list, serializer: Serializer, header,
-                 data_prop: bool) -> None:  # fmt: skip
+                 data_prop: bool, screening: bool) -> None:  # fmt: skip
         self.pass_, self.graph, self.nodes, self.serializer = pass_, graph, nodes, serializer
-        self.data_prop = data_prop
+        self.data_prop, self.screening = data_prop, screening
         self.header = header.SerializeToString()
         self.next_symbol = 0
         self.taken = {d for v in graph.values() if isinstance(v.type, TensorType) and v.type.shape
@@ -275,7 +294,7 @@ class _Windows:
         out += shell.SerializeToString()
         encoded = self.header + _field(7, bytes(out))
         del out
-        symbols = self.rename_symbols() if self.data_prop else _forget_invented
+        symbols = _forget_invented if self.screening else self.rename_symbols()
         return self.pass_._infer(encoded, self.graph, self.serializer, [list(inside)], self.data_prop, symbols)
 
     def rename_symbols(self):

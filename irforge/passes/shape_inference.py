@@ -84,7 +84,7 @@ class ShapeInference(Pass):
         return self._infer(encoded, graph, serializer, graph.all_graphs(), data_prop, symbols)
 
     def _infer(self, encoded: bytes, graph: Graph, serializer: Serializer, graphs, data_prop: bool,
-               symbols=None) -> int:  # fmt: skip
+               symbols=None, flat: bool = False) -> int:  # fmt: skip
         """Run ONNX's inference on ``encoded`` and merge what it found into the values of ``graphs``
         (``symbols`` renames the dims ONNX invents, when it runs on a window)."""
         try:
@@ -94,7 +94,11 @@ class ShapeInference(Pass):
         except Exception as e:  # ONNX raises bare RuntimeErrors
             raise PassError(f"shape-inference: ONNX's inference failed on graph {graph.name!r}: {e}") from e
         del encoded
-        found = dict(_inferred_types(inferred.graph))
+        gp = inferred.graph
+        if flat:  # a window: no subgraphs, and its inputs are what it was given
+            found = {vi.name: vi.type for vi in (*gp.value_info, *gp.output)}
+        else:
+            found = dict(_inferred_types(gp))
         types = _TypeCache()
         updated = 0
         for g in graphs:
@@ -221,6 +225,7 @@ class _Windows:
                  data_prop: bool, screening: bool) -> None:  # fmt: skip
         self.pass_, self.graph, self.nodes, self.serializer = pass_, graph, nodes, serializer
         self.data_prop, self.screening = data_prop, screening
+        self.type_bytes: dict = {}
         self.header = header.SerializeToString()
         self.next_symbol = 0
         self.taken = {d for v in graph.values() if isinstance(v.type, TensorType) and v.type.shape
@@ -266,36 +271,42 @@ class _Windows:
         window = self.nodes[start:stop]
         inside = {o for n in window for o in n.outputs if o is not None}
         ser, out = self.serializer, bytearray()
-        shell = onnx.GraphProto(name=self.graph.name)
         inputs: dict = {}
         for n in window:
             for v in n.inputs:
                 if v is not None and v not in inside and v not in inputs:
                     inputs[v] = None
         for v in inputs:
-            if v.is_initializer() and not v.is_graph_input() and _data_helps(v):
+            constant = v.is_initializer() and not v.is_graph_input()
+            if constant and _data_helps(v):
                 tp = onnx.TensorProto()
                 ser.write_tensor(v.const_value, ser.name(v), tp)
-                shell.initializer.append(tp)
-            elif v.is_initializer() and not v.is_graph_input():
-                c = v.const_value
-                type_to_proto(TensorType(c.dtype, tuple(c.shape)), shell.input.add(name=ser.name(v)).type)
+                out += _field(5, tp.SerializeToString())
             else:
-                vi = shell.input.add(name=ser.name(v))
-                if v.type is not None:
-                    type_to_proto(v.type, vi.type)
+                c = v.const_value if constant else None
+                t = TensorType(c.dtype, tuple(c.shape)) if c is not None else v.type
+                out += _field(11, self.typed_value(ser.name(v), t))
         for n in window:
             out += _field(1, ser.node_bytes(n))
             for o in n.outputs:
                 if o is not None and o.type is not None:
-                    vi = onnx.ValueInfoProto()
-                    ser.value_info(o, vi)
-                    out += _field(13, vi.SerializeToString())
-        out += shell.SerializeToString()
+                    out += _field(13, self.typed_value(ser.name(o), o.type))
+        out += onnx.GraphProto(name=self.graph.name).SerializeToString()
         encoded = self.header + _field(7, bytes(out))
         del out
         symbols = _forget_invented if self.screening else self.rename_symbols()
-        return self.pass_._infer(encoded, self.graph, self.serializer, [list(inside)], self.data_prop, symbols)
+        return self.pass_._infer(encoded, self.graph, self.serializer, [list(inside)], self.data_prop, symbols,
+                                 flat=True)  # fmt: skip
+
+    def typed_value(self, name: str, t) -> bytes:
+        """An encoded ``ValueInfoProto``: the name and the type (each distinct type encoded once)."""
+        encoded = self.type_bytes.get(t)
+        if encoded is None:
+            tp = onnx.TypeProto()
+            if t is not None:
+                type_to_proto(t, tp)
+            encoded = self.type_bytes[t] = tp.SerializeToString()
+        return _field(1, name.encode("utf-8")) + _field(2, encoded)
 
     def rename_symbols(self):
         """ONNX names the dims it cannot know ``unk__0``, ``unk__1``, ... afresh in every run; across

@@ -106,7 +106,7 @@ def test_fixpoint_stops_on_oscillation_and_names_the_passes():
 
     timing = Timing()
     pm = PassManager.parse("fixpoint(flip){max-iterations=50}", {"flip": FlipAddMul}, instruments=[timing])
-    with pytest.warns(OscillationWarning, match="iteration 3 brought the graph back to its state after iteration 1"):
+    with pytest.warns(OscillationWarning, match="iteration 4 brought the graph back to its state after iteration 2"):
         assert pm.run(model)
-    assert [n.op_type for n in model.graph] == ["Mul"]
-    assert timing.runs["flip"] == 3  # caught on the first repeat, not after 50 iterations
+    assert [n.op_type for n in model.graph] == ["Add"]
+    assert timing.runs["flip"] == 4  # caught within a cycle of the first remembered state, not after 50

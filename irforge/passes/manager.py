@@ -132,10 +132,10 @@ class PassManager:
         return self._transaction(element, model, ctx).changed
 
     def _fixpoint(self, group: Fixpoint, model: Model, ctx: PassContext) -> bool:
-        # States are fingerprinted after each round that changed something, never before the
-        # first: a round that returns to the starting state repeats itself, which the next
-        # round's fingerprint catches, and most groups settle in one or two rounds, where a
-        # fingerprint of a million-node model is the most expensive thing the group does.
+        # States are fingerprinted after each changing round from the second on: rounds that
+        # bring the graph back to an earlier state repeat themselves, so a cycle is still caught
+        # (one or two rounds later), and most groups settle by the second round, where a
+        # fingerprint of a million-node model would be the most expensive thing the group does.
         seen: dict[str, int] = {}
         changed = False
         for iteration in range(1, group.max_iterations + 1):
@@ -145,6 +145,8 @@ class PassManager:
             if not round_changed:
                 return changed
             changed = True
+            if iteration == 1:
+                continue  # most groups settle in the next round: no state to remember yet
             state = model_fingerprint(model)
             if state in seen:
                 warnings.warn(

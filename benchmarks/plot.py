@@ -23,6 +23,34 @@ def _size(model: str) -> int | None:
     return int(size[:-1]) * 1000 if kind in ("chain", "ladder") and size.endswith("k") else None
 
 
+def _draw(axes, col: int, series: dict, what: str, kind: str) -> None:
+    """One column of the figure: seconds above, peak MiB below, one line per label."""
+    for label, points in series.items():
+        points.sort()
+        xs = [p[0] for p in points]
+        style = "-o" if label.startswith("irforge") else "--s"
+        axes[0][col].plot(xs, [p[1] for p in points], style, label=label)
+        axes[1][col].plot(xs, [p[2] for p in points], style, label=label)
+    axes[0][col].set_title(f"{kind}: {what}")
+    axes[1][col].set_title(f"{kind}: peak memory")
+    axes[0][col].set_ylabel("seconds")
+    axes[1][col].set_ylabel("MiB")
+    axes[1][col].set_xlabel("nodes")
+
+
+def _finish(fig, axes, title: str, name: str, legend_columns: int) -> str:
+    for ax in axes.flat:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=7, ncol=legend_columns)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = os.path.join(RESULTS, name)
+    fig.savefig(path, dpi=90)
+    return path
+
+
 def plot_optimize() -> str:
     with open(os.path.join(RESULTS, "optimize.json"), encoding="utf-8") as f:
         rows = json.load(f)
@@ -34,27 +62,9 @@ def plot_optimize() -> str:
             if n is None or not r["model"].startswith(kind) or "seconds" not in r:
                 continue
             series.setdefault(r["tool"], []).append((n, r["seconds"], r["peak_mib"]))
-        for tool, points in sorted(series.items()):
-            points.sort()
-            xs = [p[0] for p in points]
-            style = "-o" if tool.startswith("irforge") else "--s"
-            axes[0][col].plot(xs, [p[1] for p in points], style, label=tool)
-            axes[1][col].plot(xs, [p[2] for p in points], style, label=tool)
-        axes[0][col].set_title(f"{kind}: load + optimize (cold)")
-        axes[1][col].set_title(f"{kind}: peak memory")
-        axes[0][col].set_ylabel("seconds")
-        axes[1][col].set_ylabel("MiB")
-        axes[1][col].set_xlabel("nodes")
-    for ax in axes.flat:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle("irforge and peer optimizers on synthetic graphs (a tool past the timeout is not drawn)")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "optimize_scaling.png")
-    fig.savefig(path, dpi=90)
-    return path
+        _draw(axes, col, dict(sorted(series.items())), "load + optimize (cold)", kind)
+    return _finish(fig, axes, "irforge and peer optimizers on synthetic graphs (a tool past the timeout is not drawn)",
+                   "optimize_scaling.png", 1)  # fmt: skip
 
 
 def plot_io() -> str:
@@ -67,30 +77,11 @@ def plot_io() -> str:
         for r in rows:
             if r["kind"] != kind or "seconds" not in r:
                 continue
-            series.setdefault(f"{r['tool']} {r['step']}", []).append((r["nodes"], r["seconds"], r["peak_mib"]))
-        for label, points in sorted(series.items(), key=lambda kv: (kv[0].split()[0] != "irforge", kv[0])):
-            if label.split()[-1] not in steps:
-                continue
-            points.sort()
-            xs = [p[0] for p in points]
-            style = "-o" if label.startswith("irforge") else "--s"
-            axes[0][col].plot(xs, [p[1] for p in points], style, label=label)
-            axes[1][col].plot(xs, [p[2] for p in points], style, label=label)
-        axes[0][col].set_title(f"{kind}: time per step")
-        axes[1][col].set_title(f"{kind}: peak memory per step")
-        axes[0][col].set_ylabel("seconds")
-        axes[1][col].set_ylabel("MiB")
-        axes[1][col].set_xlabel("nodes")
-    for ax in axes.flat:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=7, ncol=2)
-    fig.suptitle("irforge, onnx-ir and onnx: load, verify, print, parse, save")
-    fig.tight_layout()
-    path = os.path.join(RESULTS, "io_scaling.png")
-    fig.savefig(path, dpi=90)
-    return path
+            if r["step"] in steps:
+                series.setdefault(f"{r['tool']} {r['step']}", []).append((r["nodes"], r["seconds"], r["peak_mib"]))
+        ordered = dict(sorted(series.items(), key=lambda kv: (kv[0].split()[0] != "irforge", kv[0])))
+        _draw(axes, col, ordered, "time per step", kind)
+    return _finish(fig, axes, "irforge, onnx-ir and onnx: load, verify, print, parse, save", "io_scaling.png", 2)
 
 
 if __name__ == "__main__":

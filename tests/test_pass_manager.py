@@ -137,6 +137,20 @@ def test_timing_and_print_ir_instruments(capsys):
     assert out.getvalue().count("// ----- IR after") == 2
 
 
+def _cli_with_test_passes(*args: str) -> subprocess.CompletedProcess:
+    """The ``irforge`` command in a fresh process whose installed registry is this file's ``REG``."""
+    script = (
+        "import sys; sys.path.insert(0, {tests!r});"
+        "import test_pass_manager as t, irforge.plugins.registry as r;"
+        "r.default_registry.cache_clear();"
+        "r.default_registry = lambda: t.REG;"
+        "import irforge.plugins as p; p.default_registry = r.default_registry;"
+        "from irforge.cli import irforge_main;"
+        "sys.exit(irforge_main({args!r}))"
+    ).format(tests=str(__import__("pathlib").Path(__file__).parent), args=list(args))
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+
+
 def test_reproducer_file_replays_the_failure(tmp_path):
     model = _model()
     with pytest.raises(PassFailedError, match="rerun it with: irforge optimize") as e:
@@ -148,16 +162,7 @@ def test_reproducer_file_replays_the_failure(tmp_path):
 
     assert graphs_equal(parse_model(path.read_text()).graph, model.graph)
     # Replaying through the command line (with the test plugin importable) fails the same way.
-    script = (
-        "import sys; sys.path.insert(0, {tests!r});"
-        "import test_pass_manager as t, irforge.plugins.registry as r;"
-        "r.default_registry.cache_clear();"
-        "r.default_registry = lambda: t.REG;"
-        "import irforge.plugins as p; p.default_registry = r.default_registry;"
-        "from irforge.cli import irforge_main;"
-        "sys.exit(irforge_main(['optimize', {path!r}, '-o', {out!r}, '--pipeline', 'half-then-raise']))"
-    ).format(tests=str(__import__("pathlib").Path(__file__).parent), path=str(path), out=str(tmp_path / "o.onnx"))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    proc = _cli_with_test_passes("optimize", str(path), "-o", str(tmp_path / "o.onnx"), "--pipeline", "half-then-raise")
     assert proc.returncode == 1
     assert "pass 'half-then-raise'" in proc.stderr and "deliberately broken" in proc.stderr
 
@@ -180,17 +185,8 @@ def test_optimize_api_runs_pipeline_text_in_place():
 def test_keep_going_warns_in_one_line_per_failed_pass(tmp_path):
     model_path = tmp_path / "m.irf"
     model_path.write_text(print_model(_model()))
-    script = (
-        "import sys; sys.path.insert(0, {tests!r});"
-        "import test_pass_manager as t, irforge.plugins.registry as r;"
-        "r.default_registry.cache_clear();"
-        "r.default_registry = lambda: t.REG;"
-        "import irforge.plugins as p; p.default_registry = r.default_registry;"
-        "from irforge.cli import irforge_main;"
-        "sys.exit(irforge_main(['optimize', {path!r}, '-o', {out!r}, '--keep-going', '--pipeline', "
-        "'half-then-raise,dce,half-then-raise']))"
-    ).format(tests=str(__import__("pathlib").Path(__file__).parent), path=str(model_path), out=str(tmp_path / "o.onnx"))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    proc = _cli_with_test_passes("optimize", str(model_path), "-o", str(tmp_path / "o.onnx"), "--keep-going",
+                                 "--pipeline", "half-then-raise,dce,half-then-raise")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 2, proc.stderr  # one line per skipped pass: no file path, no source line

@@ -23,6 +23,7 @@ is not seen): that rule is what ``--paranoid-rollback`` cross-checks against a f
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from .errors import IrforgeError
@@ -128,3 +129,15 @@ def record(undo: Callable[..., None], *args: Any) -> None:
     j.log.append((undo, args))  # the operation is done: log it before an injected failure can stop us
     if j.countdown is not None:
         _tick(j)
+
+
+def journaled(slot: str, doc: str = "") -> property:
+    """A field stored in ``slot``: read as fast as a plain attribute (a C getter), written through
+    :func:`touch`, so that ``value.type = t`` or ``node.op_type = "Relu"`` can be undone."""
+
+    def write(self: Any, value: Any) -> None:
+        if ACTIVE is not None:
+            touch(self)
+        setattr(self, slot, value)
+
+    return property(attrgetter(slot), write, doc=doc)

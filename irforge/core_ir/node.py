@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from operator import attrgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -82,43 +81,12 @@ class Node:
             self._outputs.append(v)
 
     # -- fields: plain reads, journaled writes ------------------------------------------------
-    def _set_name(self, name: str) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._name = name
-
-    def _set_op_type(self, op_type: str) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._op_type = op_type
-
-    def _set_domain(self, domain: str) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._domain = domain
-
-    def _set_overload(self, overload: str) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._overload = overload
-
-    def _set_doc_string(self, doc_string: str) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._doc_string = doc_string
-
-    def _set_metadata(self, metadata: dict[str, str] | None) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._metadata = metadata
-
-    op_type = property(attrgetter("_op_type"), _set_op_type, doc="The operator, e.g. ``Conv``.")
-    domain = property(attrgetter("_domain"), _set_domain, doc="The operator's domain (``''`` is ONNX).")
-    overload = property(attrgetter("_overload"), _set_overload, doc="Function overload name, usually empty.")
-    name = property(attrgetter("_name"), _set_name, doc="The node's name (ONNX node name), possibly empty.")
-    doc_string = property(attrgetter("_doc_string"), _set_doc_string)
-    metadata = property(attrgetter("_metadata"), _set_metadata,
-                        doc="Source metadata (provenance); replace the dict to change it (journaled).")  # fmt: skip
+    op_type = _journal.journaled("_op_type", "The operator, e.g. ``Conv``.")
+    domain = _journal.journaled("_domain", "The operator's domain (``''`` is ONNX).")
+    overload = _journal.journaled("_overload", "Function overload name, usually empty.")
+    name = _journal.journaled("_name", "The node's name (ONNX node name), possibly empty.")
+    doc_string = _journal.journaled("_doc_string")
+    metadata = _journal.journaled("_metadata", "Source metadata (provenance); replace the dict to change it.")
 
     def _save(self) -> tuple:
         attrs = None if self._attrs is None else dict(self._attrs)

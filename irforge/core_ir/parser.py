@@ -248,7 +248,10 @@ class Parser:
     def ref(self, scope: _Scope) -> Value | None:
         if self.accept("none"):
             return None
-        tok = self.expect_kind("value", "a value '%name' or 'none'")
+        return self.resolve(scope, self.expect_kind("value", "a value '%name' or 'none'"))
+
+    def resolve(self, scope: _Scope, tok: Token) -> Value:
+        """The value a ``%name`` reference names: defined already, or pending until it is."""
         key, name = self.key_of(tok)
         v = scope.lookup(key)
         if v is None:
@@ -354,17 +357,7 @@ class Parser:
 
     def ref_text(self, scope: _Scope, text: str, line: int, col: int) -> Value | None:
         """:meth:`ref` for a reference already cut out of its line."""
-        if text == "none":
-            return None
-        tok = Token("value", text, line, col)
-        key, name = self.key_of(tok)
-        v = scope.lookup(key)
-        if v is None:
-            if key in scope.pending:
-                return scope.pending[key][0]
-            v = Value(name)
-            scope.pending[key] = (v, tok)
-        return v
+        return None if text == "none" else self.resolve(scope, Token("value", text, line, col))
 
     def node(self, g: Graph, scope: _Scope) -> None:
         outputs: list[Value | None] = []

@@ -7,7 +7,6 @@ touch a use list; everything else goes through them, so use-def chains are right
 from __future__ import annotations
 
 from collections.abc import Iterator
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from . import journal as _journal
@@ -64,38 +63,11 @@ class Value:
         return f"Value(%{self.name}: {self.type})"
 
     # -- fields: plain reads, journaled writes ------------------------------------------------
-    def _set_name(self, name: str | None) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._name = name
-
-    def _set_type(self, type: Type | None) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._type = type
-
-    def _set_const_value(self, const_value: TensorData | None) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._const_value = const_value
-
-    def _set_doc_string(self, doc_string: str) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._doc_string = doc_string
-
-    def _set_metadata(self, metadata: dict[str, str] | None) -> None:
-        if _journal.ACTIVE is not None:
-            _journal.touch(self)
-        self._metadata = metadata
-
-    name = property(attrgetter("_name"), _set_name, doc="The value's name (unique in its model).")
-    type = property(attrgetter("_type"), _set_type, doc="Its :class:`Type`, or ``None`` when unknown.")
-    const_value = property(attrgetter("_const_value"), _set_const_value,
-                           doc="The tensor payload of an initializer, else ``None``.")  # fmt: skip
-    doc_string = property(attrgetter("_doc_string"), _set_doc_string)
-    metadata = property(attrgetter("_metadata"), _set_metadata,
-                        doc="Free-form string metadata; replace the dict to change it (journaled).")  # fmt: skip
+    name = _journal.journaled("_name", "The value's name (unique in its model).")
+    type = _journal.journaled("_type", "Its :class:`Type`, or ``None`` when unknown.")
+    const_value = _journal.journaled("_const_value", "The tensor payload of an initializer, else ``None``.")
+    doc_string = _journal.journaled("_doc_string")
+    metadata = _journal.journaled("_metadata", "Free-form string metadata; replace the dict to change it.")
 
     def _touch_graph(self, graph: Graph | None) -> None:
         if _journal.ACTIVE is not None:

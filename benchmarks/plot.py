@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
+SKIP = {"irforge -O2", "irforge -O1 unbounded"}
+"""Drawn only once re-measured with -O1: their rows in optimize.json may come from an older run."""
 
 
 def _size(model: str) -> int | None:
@@ -59,7 +61,7 @@ def plot_optimize() -> str:
         series: dict[str, list[tuple[int, float, float]]] = {}
         for r in rows:
             n = _size(r["model"])
-            if n is None or not r["model"].startswith(kind) or "seconds" not in r:
+            if n is None or not r["model"].startswith(kind) or "seconds" not in r or r["tool"] in SKIP:
                 continue
             series.setdefault(r["tool"], []).append((n, r["seconds"], r["peak_mib"]))
         _draw(axes, col, dict(sorted(series.items())), "load + optimize (cold)", kind)

@@ -3,6 +3,7 @@ instruments around each pass, and transactions so a failed pass leaves the model
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import warnings
@@ -119,11 +120,18 @@ class PassManager:
         ctx = ctx or PassContext()
         ctx.model = model
         changed = False
-        for step, element in enumerate(self.pipeline.passes, 1):
-            for inst in self.instruments:
-                if hasattr(inst, "set_step"):
-                    inst.set_step(step)
-            changed |= self._element(element, model, ctx)
+        # The model's objects (millions on a big graph) are set aside from the cycle collector
+        # for the run: between passes its full collections would rescan them all, for nothing,
+        # since a model being optimized is alive.  What passes make and drop is still collected.
+        gc.freeze()
+        try:
+            for step, element in enumerate(self.pipeline.passes, 1):
+                for inst in self.instruments:
+                    if hasattr(inst, "set_step"):
+                        inst.set_step(step)
+                changed |= self._element(element, model, ctx)
+        finally:
+            gc.unfreeze()
         return changed
 
     def _element(self, element: Element, model: Model, ctx: PassContext) -> bool:

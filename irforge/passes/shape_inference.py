@@ -228,16 +228,23 @@ class _Windows:
         self.type_bytes: dict = {}
         self.header = header.SerializeToString()
         self.next_symbol = 0
-        self.taken = {d for v in graph.values() if isinstance(v.type, TensorType) and v.type.shape
-                      for d in v.type.shape if isinstance(d, str)}  # fmt: skip
-        pos = {n: i for i, n in enumerate(nodes)}
-        end = len(nodes)
-        # the last node reading each node output (the graph's end for graph outputs)
-        self.last: dict = {}
-        for n in nodes:
-            for o in n.outputs:
-                if o is not None:
-                    self.last[o] = end if o.is_graph_output() else max((pos[u] for u, _ in o.uses()), default=-1)
+        self._taken: set[str] | None = None
+        self.pos = {n: i for i, n in enumerate(nodes)}
+
+    @property
+    def taken(self) -> set[str]:
+        """Dim names in use, gathered the first time ONNX invents one."""
+        if self._taken is None:
+            self._taken = {d for v in self.graph.values() if isinstance(v.type, TensorType) and v.type.shape
+                           for d in v.type.shape if isinstance(d, str)}  # fmt: skip
+        return self._taken
+
+    def last(self, o) -> int:
+        """The position of the last node reading ``o`` (the graph's end for a graph output); asked
+        only of the non-float values a cut must not cross, which are few."""
+        if o.is_graph_output():
+            return len(self.nodes)
+        return max((self.pos[u] for u, _ in o.uses()), default=-1)
 
     def run(self) -> int:
         size, n, start, updated = self.pass_.window, len(self.nodes), 0, 0
@@ -260,9 +267,9 @@ class _Windows:
         for i in range(start, stop):
             crossing -= ending.pop(i, 0)
             for o in self.nodes[i].outputs:
-                if o is not None and self.last[o] > i and not _floating(o):
+                if o is not None and not _floating(o) and (last := self.last(o)) > i:
                     crossing += 1
-                    ending[self.last[o]] = ending.get(self.last[o], 0) + 1
+                    ending[last] = ending.get(last, 0) + 1
             if i + 1 - start >= self.pass_.window and crossing == 0:
                 return i + 1
         return None

@@ -110,3 +110,10 @@ def test_fixpoint_stops_on_oscillation_and_names_the_passes():
         assert pm.run(model)
     assert [n.op_type for n in model.graph] == ["Add"]
     assert timing.runs["flip"] == 4  # caught within a cycle of the first remembered state, not after 50
+
+
+def test_a_negative_window_is_a_pipeline_error():
+    from irforge.passes import PassError, PassManager
+
+    with pytest.raises(PassError, match="window must be 0"):
+        PassManager.parse("shape-inference{window=-1}")

@@ -25,7 +25,7 @@ TOP_LEVEL = {
 
 CORE_IR = {
     "Attr", "AttrKind", "Builder", "DataType", "Dim", "ExportError", "ExternalDataError",
-    "ExternalTensor", "Function", "Graph", "IRError", "InterpreterError", "IrforgeError",
+    "ExternalTensor", "Function", "Graph", "IRError", "InjectedFailure", "InterpreterError", "IrforgeError", "Journal",
     "LoadError", "MapType", "MissingExtraError", "Model", "NameGenerator", "Node", "NumpyTensor",
     "OptionalType", "ParseError", "Problem", "ProtoTensor", "SequenceType", "Shape",
     "SparseTensor", "SparseTensorType", "TensorData", "TensorType", "Type", "Value",

@@ -22,6 +22,7 @@ from .errors import (
 )
 from .graph import Graph
 from .interpreter import interpret, register_kernel
+from .journal import InjectedFailure, Journal
 from .model import Function, Model
 from .node import Node
 from .parser import parse, parse_graph, parse_model
@@ -42,7 +43,7 @@ from .verifier import verify, verify_model
 
 __all__ = [
     "Attr", "AttrKind", "Builder", "DataType", "Dim", "ExportError", "ExternalDataError",
-    "ExternalTensor", "Function", "Graph", "IRError", "InterpreterError", "IrforgeError",
+    "ExternalTensor", "Function", "Graph", "IRError", "InjectedFailure", "InterpreterError", "IrforgeError", "Journal",
     "LoadError", "MapType", "MissingExtraError", "Model", "NameGenerator", "Node", "NumpyTensor",
     "OptionalType", "ParseError", "Problem", "ProtoTensor", "SequenceType", "Shape",
     "SparseTensor", "SparseTensorType", "TensorData", "TensorType", "Type", "Value",

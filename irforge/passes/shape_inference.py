@@ -47,6 +47,10 @@ class ShapeInference(Pass):
     never): ONNX's inference takes some 1.6 KB per node, which on a million-node model would be
     more than the IR itself."""
 
+    def __post_init__(self) -> None:
+        if self.window < 0:
+            raise ValueError(f"window must be 0 (never) or a node count, got {self.window}")
+
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         model = ctx.model if ctx.model is not None and ctx.model.graph is graph else None
         if model is None:

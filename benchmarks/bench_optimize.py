@@ -5,8 +5,11 @@ exported with torch when torch is installed) and the synthetic chains and ladder
 a fresh process (load + optimize, not save) with its peak RSS.  Two times: *cold* is the first
 call in the process (with whatever the tool imports or sets up on first use), *warm* the median of
 further calls in the same process, each on a freshly loaded model (the cost inside a compiler that
-optimizes many models).  The table gives medians over runs and the node count after.  A tool that
-exceeds --timeout on a synthetic size is not run on the larger sizes of that kind.
+optimizes many models).  Tools differ in what they import up front (onnxsim loads onnxruntime on
+``import``, irforge its passes and ONNX's reference kernels on first use), so the table also gives
+*import + cold*, the time a one-shot command pays after ``import onnx``.  The table gives medians
+over runs and the node count after.  A tool that exceeds --timeout on a synthetic size is not run
+on the larger sizes of that kind.
 
 "irforge -O1 unbounded" is -O1 with no folding limit: it materialises every constant, as
 onnxslim and onnxsim do, so node counts can be compared at the same policy.
@@ -43,6 +46,7 @@ def peak_kib():
                 return int(line.split()[1])
 
 import onnx
+t0 = time.perf_counter()
 if tool.startswith("irforge"):
     import irforge
     from irforge.passes.levels import LEVELS
@@ -71,6 +75,7 @@ else:
     def run():
         return len(onnxoptimizer.optimize(onnx.load(path)).graph.node)
 
+imported = time.perf_counter() - t0
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")
 t0 = time.perf_counter()
@@ -84,7 +89,7 @@ while cold < 20 and len(warm) < (5 if cold < 1 else 1):
     run()
     warm.append(time.perf_counter() - t0)
 warm = sorted(warm)[len(warm) // 2] if warm else None
-print(json.dumps({"seconds": cold, "warm": warm, "peak_mib": peak / 1024, "nodes": nodes}))
+print(json.dumps({"seconds": cold, "warm": warm, "import": imported, "peak_mib": peak / 1024, "nodes": nodes}))
 """
 
 
@@ -154,6 +159,10 @@ def main() -> None:
                            capture_output=True, cwd=HERE)  # fmt: skip
             baselines[args.baseline] = worktree
             args.tools = [*args.tools, f"irforge -O1 @{args.baseline}"]
+        # bytecode for both checkouts, as an installed package has: otherwise whichever ran from a
+        # folder without __pycache__ pays for compiling its modules in its cold time
+        for root in [os.path.dirname(HERE), *baselines.values()]:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(root, "irforge")], check=False)
         gave_up: dict[tuple[str, str], str] = {}
         for name, path, kind in models(tmp, args.sizes, not args.no_bert):
             if args.only and name not in args.only:
@@ -178,6 +187,7 @@ def main() -> None:
                 if ok:
                     warm = [r["warm"] for r in ok if r.get("warm") is not None]
                     row.update(seconds=statistics.median(r["seconds"] for r in ok),
+                               with_import=statistics.median(r["seconds"] + r.get("import", 0) for r in ok),
                                warm=statistics.median(warm) if warm else None,
                                peak_mib=statistics.median(r["peak_mib"] for r in ok),
                                nodes=ok[0]["nodes"], runs=[round(r["seconds"], 3) for r in ok])  # fmt: skip
@@ -238,14 +248,15 @@ def table(rows: list[dict], tools: list[str]) -> str:
     by = {(r["model"], r["tool"]): r for r in rows}
     names = list(dict.fromkeys(r["model"] for r in rows))
     peers = [t for t in tools if not t.startswith("irforge")]
-    head = ("| model | nodes | " + " | ".join(tools) + " | -O1 cold ÷ fastest peer | -O1 warm ÷ fastest peer "
-            "| -O1 nodes ≤ best peer | unbounded nodes ≤ best peer |\n")  # fmt: skip
-    out = head + "|" + "---|" * (len(tools) + 6) + "\n"
+    head = ("| model | nodes | " + " | ".join(tools) + " | -O1 cold ÷ fastest peer | -O1 import + cold ÷ fastest "
+            "peer | -O1 warm ÷ fastest peer | -O1 nodes ≤ best peer | unbounded nodes ≤ best peer |\n")  # fmt: skip
+    out = head + "|" + "---|" * (len(tools) + 7) + "\n"
     for name in names:
         cells = [_cell(by[(name, t)]) if (name, t) in by else "–" for t in tools]
         mine = by.get((name, "irforge -O1"), {})
         done = [by[(name, p)] for p in peers if "seconds" in by.get((name, p), {})]
-        summary = [_ratio(mine, done, "seconds"), _ratio(mine, done, "warm"), _fewest(mine, done),
+        summary = [_ratio(mine, done, "seconds"), _ratio(mine, done, "with_import"), _ratio(mine, done, "warm"),
+                   _fewest(mine, done),
                    _fewest(by.get((name, "irforge -O1 unbounded"), {}), done)]  # fmt: skip
         before = next(r["nodes_before"] for r in rows if r["model"] == name)
         out += f"| {name} | {before} | " + " | ".join(cells + summary) + " |\n"

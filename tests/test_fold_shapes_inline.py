@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.reference
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
@@ -168,6 +169,37 @@ def test_constant_fold_reads_constant_of_shape_types_like_onnx(shape, value, fol
         (after,) = interpret(g, {})
         np.testing.assert_array_equal(after, before[0])
         assert after.dtype == before[0].dtype
+
+
+RELABELLINGS = """graph @g(%x: f32[2,3,4]) {
+  %c = Constant() <value = dense<f32[2,3,4]>[DATA]>
+  %shape = Constant() <value = dense<i64[2]>[0, -1]>
+  %r = Reshape(%c, %shape)
+  %f = Flatten(%c) <axis = 2>
+  %axes = Constant() <value = dense<i64[2]>[1, -1]>
+  %u = Unsqueeze(%c, %axes)
+  %s = Squeeze(%u, %axes)
+  %i = Identity(%c)
+  %r2 = Reshape(%r, %shape)
+  %y = Add(%x, %s)
+  return %y, %r2, %f, %i
+}
+""".replace("DATA", ", ".join(str(float(k)) for k in range(24)))
+
+
+def test_constant_fold_relabels_shapes_exactly_as_the_kernels_do():
+    """Reshape, Flatten, Squeeze, Unsqueeze and Identity fold as their input's data under the
+    shape inference gives (no kernel runs); the results are the reference kernels' to the bit."""
+    g = parse_graph(RELABELLINGS)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    model = Model(g, opset_imports={"": 21})
+    expected = onnx.reference.ReferenceEvaluator(to_proto(model)).run(None, {"x": x})
+    result = REGISTRY.passes["constant-fold"]().run(g, PassContext())
+    assert result.statistics["folded"] >= 6
+    assert not {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"} & {n.op_type for n in g}
+    for want, got in zip(expected, interpret(g, {"x": x}), strict=True):
+        assert want.shape == got.shape and want.dtype == got.dtype
+        np.testing.assert_array_equal(got, want)
 
 
 def test_constant_fold_keeps_random_ops():

@@ -11,6 +11,7 @@ with the op's schema is refused, not stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 
@@ -37,6 +38,8 @@ NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 FOLDABLE_DOMAINS = frozenset({"", "ai.onnx.ml"})
+RELABELLING = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+"""Ops whose result is their first input's elements, in order, under another shape."""
 _DATA_LIMIT = 4096  # constant inputs up to this many bytes are shown to shape inference as data
 
 
@@ -72,6 +75,18 @@ class _Folder:
             return
         if node.op_type == "Constant" and any(o.is_graph_output() for o in node.outputs):
             return  # already as folded as a graph output can be; other Constants become initializers
+        known = _read_off(node)
+        if known is not None:  # nothing to infer or run: the result is written in the node
+            if _type_bytes(known.type) > self.size_limit:
+                self.stats["over-size-limit"] += 1
+                return
+            result = known.materialise()
+            if not self.acceptable(node, [result], [known.type]):
+                self.stats["refused"] += 1  # its declared type says otherwise: the verifier explains
+                return
+            self.replace(node, [result])
+            self.stats["folded"] += 1
+            return
         expected = self.expected_types(node)
         if expected is None:
             self.stats["refused"] += 1
@@ -91,8 +106,12 @@ class _Folder:
             self.stats["over-size-limit"] += 1
             return
         try:
-            results = self.interpreter().evaluate(node, args)
-        except InterpreterError:
+            if node.op_type in RELABELLING and not node.domain and _static(expected[0]):
+                # the same elements in the same order: the data with the shape inference gives
+                results = [np.reshape(args[0], expected[0].shape).copy()]
+            else:
+                results = self.interpreter().evaluate(node, args)
+        except (InterpreterError, ValueError):
             self.stats["refused"] += 1
             return
         if not self.acceptable(node, results, expected):
@@ -117,8 +136,6 @@ class _Folder:
 
     def expected_types(self, node: Node) -> list | None:
         """The output types ONNX's inference gives this node on its constant inputs."""
-        if node.op_type == "ConstantOfShape" and node.domain == "":
-            return _filled_type(node)
         version = self.opsets.get(node.domain, onnx.defs.onnx_opset_version() if not node.domain else 1)
         try:
             schema = onnx.defs.get_schema(node.op_type, version, node.domain)
@@ -162,6 +179,8 @@ class _Folder:
             if not isinstance(r, np.ndarray) or (r.dtype == object and not isinstance(t, TensorType)):
                 return False
             if isinstance(t, TensorType):
+                if isinstance(o.type, TensorType) and o.type.dtype != t.dtype:
+                    return False
                 if _dtype_of(r) != t.dtype:
                     return False
                 if t.shape is not None and not _shape_agrees(r.shape, t.shape):
@@ -198,8 +217,6 @@ class _Folder:
         return self._names
 
 
-
-
 def _constant(v: Value) -> TensorData | None:
     """The payload of a constant value: an initializer or a ``Constant`` node's ``value``."""
     if v.is_constant():
@@ -208,12 +225,31 @@ def _constant(v: Value) -> TensorData | None:
     return None
 
 
-def _filled_type(node: Node) -> list | None:
-    """``ConstantOfShape``'s result type, read off its shape input and ``value`` attribute as
-    ONNX's inference would (``None`` where that would refuse).  It is the op that holds the weights
-    of many exported models, so it is worth skipping a round trip through ONNX for."""
-    filled = filled_value(node.outputs[0]) if len(node.outputs) == 1 else None
-    return None if filled is None else [TensorType(filled.dtype, filled.dims)]
+@dataclass(frozen=True)
+class _ReadOff:
+    """A result written in its node: ``Constant``'s tensor, or ``ConstantOfShape``'s element and
+    shape.  These hold the weights of many exported models, so they skip ONNX's inference and the
+    interpreter (the result is known, so is its size)."""
+
+    type: TensorType
+    materialise: Callable[[], np.ndarray]
+
+
+def _read_off(node: Node) -> _ReadOff | None:
+    if node.domain or len(node.outputs) != 1:
+        return None
+    if node.op_type == "ConstantOfShape":
+        filled = filled_value(node.outputs[0])
+        if filled is None:
+            return None
+        fill = filled.fill
+        return _ReadOff(TensorType(filled.dtype, filled.dims), lambda: np.full(filled.dims, fill[0], dtype=fill.dtype))
+    if node.op_type == "Constant" and len(node.attributes) == 1:
+        value = node.attributes.get("value")
+        if value is not None and value.ref is None and is_tensor_data(value.value):
+            c = value.value
+            return _ReadOff(TensorType(c.dtype, tuple(c.shape)), c.numpy)
+    return None
 
 
 def _static(t) -> bool:

@@ -120,13 +120,18 @@ def _conv_weights(m: Match, scale: np.ndarray | None = None) -> bool:
     return True
 
 
-def _conv(b, m: Match, scale: np.ndarray, shift: np.ndarray):
-    """Conv with weights ``W * scale`` and bias ``B * scale + shift``, per output channel."""
+def _conv(b, m: Match, scale: np.ndarray | None, shift: np.ndarray):
+    """Conv with weights ``W * scale`` and bias ``B * scale + shift``, per output channel; no
+    ``scale`` keeps the weight as it is (an Add moves only the bias)."""
     w = _weight(m)
     old_bias = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(w.channels)
-    new_b = (old_bias * scale + shift).astype(w.dtype)
-    new_w = w.scaled(b, scale)
-    new_w.type = m["w"].type
+    new_b = (old_bias if scale is None else old_bias * scale) + shift
+    new_b = new_b.astype(w.dtype)
+    if scale is None:
+        new_w = m["w"]
+    else:
+        new_w = w.scaled(b, scale)
+        new_w.type = m["w"].type
     conv = m.nodes[-1]
     out = b.op.Conv(m["x"], new_w, b.constant(new_b), **conv.attributes)
     out.type = m.outputs[0].type
@@ -171,7 +176,7 @@ def _conv_mul(b, m: Match):
 
 def _conv_add(b, m: Match):
     k = _k_per_output_channel(m)
-    return _conv(b, m, np.ones(k.size), k)
+    return _conv(b, m, None, k)
 
 
 def _bn_affine_check(m: Match) -> bool:

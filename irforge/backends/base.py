@@ -1,0 +1,148 @@
+"""The one interface every backend implements, built-in or from a plugin.
+
+A backend *lowers* an IR model to an artifact (text or bytes a compiler takes) and *compiles* it to
+an :class:`Executable`, a callable on numpy arrays, so that every number it produces can be checked
+against the reference interpreter.  Before lowering, :meth:`Backend.unsupported` lists everything
+in the model the backend cannot take; lowering such a model raises :class:`UnsupportedError`
+naming each op, how often, where first and why.  A backend never guesses: unsupported is an error,
+never a wrong number.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core_ir.errors import IrforgeError
+from ..core_ir.model import Model
+from ..core_ir.node import Node
+
+
+class BackendError(IrforgeError):
+    """A backend could not lower, compile or run a model; the message names the node or step."""
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """One op (or op/dtype/attribute combination) a backend cannot take."""
+
+    op: str
+    count: int
+    first_node: str
+    why: str
+
+    def __str__(self) -> str:
+        times = f"{self.count} node{'s' if self.count != 1 else ''}"
+        return f"{self.op} ({times}, first {self.first_node}): {self.why}"
+
+
+class UnsupportedError(BackendError):
+    """The model holds ops a backend cannot lower; ``problems`` lists each, grouped by op and reason."""
+
+    def __init__(self, backend: str, problems: Sequence[Unsupported]):
+        self.backend, self.problems = backend, list(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"the {backend} backend cannot take {len(self.problems)} op kind(s) of this model:\n{lines}")
+
+
+def collect_unsupported(reasons: Iterable[tuple[Node, str, str]]) -> list[Unsupported]:
+    """Group ``(node, op label, why)`` findings by (op label, why), in first-seen order."""
+    groups: dict[tuple[str, str], list[Node]] = {}
+    for node, op, why in reasons:
+        groups.setdefault((op, why), []).append(node)
+    return [Unsupported(op, len(nodes), nodes[0].describe(), why) for (op, why), nodes in groups.items()]
+
+
+@dataclass
+class Artifact:
+    """What a lowering produces: ``data`` is the text or bytes written by ``irforge emit``;
+    ``module`` the toolchain's own object where there is one (an MLIR module, a Relax IRModule)."""
+
+    target: str
+    data: str | bytes
+    module: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, path: str) -> None:
+        mode = "wb" if isinstance(self.data, bytes) else "w"
+        with open(path, mode) as f:
+            f.write(self.data)
+
+    def __str__(self) -> str:
+        return self.data if isinstance(self.data, str) else f"<{self.target}: {len(self.data)} bytes>"
+
+
+class Executable:
+    """A compiled model: call it with arrays (by position or name), get a list of numpy arrays."""
+
+    def __init__(
+        self,
+        backend: str,
+        run: Callable[[list[np.ndarray]], list[np.ndarray]],
+        input_names: Sequence[str],
+        output_names: Sequence[str],
+        compile_seconds: float = 0.0,
+        device: str = "cpu",
+    ):
+        self.backend, self._run = backend, run
+        self.input_names, self.output_names = list(input_names), list(output_names)
+        self.compile_seconds, self.device = compile_seconds, device
+
+    def __call__(self, *args: Any, **named: Any) -> list[np.ndarray]:
+        if len(args) == 1 and isinstance(args[0], Mapping) and not named:
+            named, args = dict(args[0]), ()
+        if named:
+            missing = [n for n in self.input_names if n not in named]
+            extra = [n for n in named if n not in self.input_names]
+            if missing or extra:
+                raise BackendError(f"{self.backend}: inputs missing {missing}, unknown {extra}; "
+                                   f"the model takes {self.input_names}")  # fmt: skip
+            args = tuple(named[n] for n in self.input_names)
+        if len(args) != len(self.input_names):
+            raise BackendError(f"{self.backend}: the model takes {len(self.input_names)} inputs "
+                               f"({', '.join(self.input_names)}), got {len(args)}")  # fmt: skip
+        return self._run([np.asarray(a) for a in args])
+
+
+class Backend:
+    """Subclass and register through the ``irforge_register_backends`` hook as ``(name, instance)``.
+
+    ``targets`` are the artifact kinds :meth:`lower` can write (``irforge emit --target``);
+    ``devices`` what :meth:`compile` can run on; ``preferred_layout`` tells layout passes which
+    convolution layout the backend's kernels are fastest in.
+    """
+
+    name: str = ""
+    targets: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ("cpu",)
+    preferred_layout: str = "NCHW"
+
+    def supported_ops(self) -> set[tuple[str, str]]:
+        """``(domain, op_type)`` pairs this backend has a lowering for (some may refuse attributes)."""
+        return set()
+
+    def unsupported(self, model: Model) -> list[Unsupported]:
+        """Everything in ``model`` this backend cannot take; empty when it can lower all of it."""
+        raise NotImplementedError
+
+    def check(self, model: Model) -> None:
+        """Raise :class:`UnsupportedError` listing every problem :meth:`unsupported` finds."""
+        problems = self.unsupported(model)
+        if problems:
+            raise UnsupportedError(self.name, problems)
+
+    def lower(self, model: Model, target: str | None = None) -> Artifact:
+        raise NotImplementedError
+
+    def compile(self, model: Model, device: str = "cpu") -> Executable:
+        raise NotImplementedError
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0

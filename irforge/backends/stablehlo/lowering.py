@@ -1,0 +1,375 @@
+"""IR → a JAX function → a StableHLO module (``func.func @main``) through ``jax.export``.
+
+Each node becomes the ``lax`` ops of its rule (:mod:`.rules`) inside ``jax.named_scope`` of the
+node's name, so every StableHLO op carries a ``loc("…/node-name/op")`` that points back at the
+node.  Values known at compile time (initializers, ``Constant``, ``Shape`` of a static shape and
+the small arithmetic on them) stay numpy and are computed by the reference interpreter, so a
+``Reshape`` whose shape comes from ``Shape → Gather → Concat`` still gets static dims.  Symbolic
+dims (``"batch"``) become dynamic dims (``tensor<?x…>``), refined to static shapes when called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...core_ir.dtypes import DataType, short_name, to_numpy
+from ...core_ir.errors import MissingExtraError
+from ...core_ir.graph import Graph
+from ...core_ir.interpreter import Interpreter
+from ...core_ir.model import Function, Model
+from ...core_ir.node import Node
+from ...core_ir.types import TensorType
+from ..base import BackendError, Unsupported, UnsupportedError, collect_unsupported
+from .rules import RULES, STATIC_OPERANDS, NotStatic
+
+DTYPES = frozenset({
+    DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16, DataType.BOOL,
+    DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
+    DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
+})  # fmt: skip
+"""Element types the StableHLO/XLA backends take (strings, complex and 4/8-bit floats do not)."""
+
+_FOLD_ELEMENTS = 1 << 16
+"""Nodes whose inputs are all known and at most this many elements run in the interpreter."""
+
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+def import_jax():
+    try:
+        import jax
+    except ImportError:
+        raise MissingExtraError("jax", "jax", "the StableHLO and XLA backends") from None
+    return jax
+
+
+@contextlib.contextmanager
+def jax_context() -> Iterator[None]:
+    """64-bit types on (ONNX's int64/float64 must not shrink) and locations without Python
+    tracebacks (the node names are the locations), for this block only."""
+    jax = import_jax()
+    from jax._src import config
+
+    with jax.enable_x64(True), config.traceback_in_locations_limit(0):
+        yield
+
+
+def _op_label(node: Node) -> str:
+    return node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+
+
+def find_unsupported(model: Model) -> list[Unsupported]:
+    """Every op/dtype/attribute the lowering cannot take, before anything is lowered."""
+    found: list[tuple[Node, str, str]] = []
+    functions = {(f.domain, f.name): f for f in model.functions.values()}
+    for graph in model.graph.all_graphs():
+        for node in graph:
+            found.extend((node, _op_label(node), why) for why in _node_problems(node, functions))
+    problems = collect_unsupported(found)
+    for v in (*model.graph.inputs, *model.graph.outputs):
+        why = _type_problem(v.type)
+        if why:
+            problems.append(Unsupported("graph input/output", 1, f"%{v.name}", why))
+    return problems
+
+
+def _node_problems(node: Node, functions: dict) -> list[str]:
+    out = []
+    if (node.domain, node.op_type) in functions:
+        pass  # lowered as a composite of its body, whose nodes are checked with the function
+    elif node.domain not in ("", "ai.onnx"):
+        return [f"no lowering for ops of domain {node.domain!r}"]
+    elif node.op_type in CONTROL_FLOW:
+        why = _control_flow_problem(node)
+        if why:
+            out.append(why)
+    elif node.op_type not in RULES and node.op_type not in ("Constant",):
+        return ["no StableHLO lowering rule"]
+    else:
+        check = RULES[node.op_type].check if node.op_type in RULES else None
+        why = check(node) if check else None
+        if why:
+            out.append(why)
+    for v in (*node.inputs, *node.outputs):
+        if v is not None:
+            why = _type_problem(v.type)
+            if why:
+                out.append(why)
+    return out
+
+
+def _control_flow_problem(node: Node) -> str | None:
+    if node.op_type == "Scan":
+        return "Scan is not lowered yet (a stablehlo.while over the scanned axis)"
+    if node.op_type == "Loop":
+        body = node.attr("body")
+        n_carried = len(node.inputs) - 2
+        if body is not None and len(body.outputs) - 1 > n_carried:
+            return "Loop with scan outputs (their length is known only at run time)"
+    return None
+
+
+def _type_problem(t) -> str | None:
+    if t is None:
+        return None
+    if not isinstance(t, TensorType):
+        return f"{type(t).__name__} values (sequences, optionals, maps) are not lowered"
+    if t.dtype not in DTYPES:
+        return f"element type {short_name(t.dtype)}"
+    return None
+
+
+@dataclass
+class Lowered:
+    """A lowered model: the ``jax.export.Exported`` (its StableHLO module text and portable
+    bytecode) and the JAX function it came from (to re-lower at concrete shapes for HLO)."""
+
+    exported: Any
+    function: Any
+    input_names: list[str]
+    output_names: list[str]
+    input_specs: list[Any]
+
+    @property
+    def text(self) -> str:
+        return self.exported.mlir_module()
+
+    @property
+    def bytecode(self) -> bytes:
+        return bytes(self.exported.mlir_module_serialized)
+
+
+def static_inputs(model: Model) -> list:
+    """Graph inputs whose values fix a result's shape (a ``Reshape``'s shape fed as an input):
+    the lowering needs their values, so a compiled model specializes on them."""
+    graph = model.graph
+    wanted = {v for v in graph.inputs if not v.is_initializer()}
+    found: set = set()
+    seen: set = set()
+    stack = []
+    for g in graph.all_graphs():
+        for node in g:
+            for i in STATIC_OPERANDS.get(node.op_type, ()) if not node.domain else ():
+                if i < len(node.inputs) and node.inputs[i] is not None:
+                    stack.append(node.inputs[i])
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in wanted:
+            found.add(v)
+        p = v.producer()
+        if p is not None and p.op_type not in ("Shape", "Size"):
+            stack.extend(x for x in p.inputs if x is not None)
+    return [v for v in graph.inputs if v in found]
+
+
+def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.ndarray] | None = None) -> Lowered:
+    """Lower ``model``; graph inputs named in ``static_values`` are bound to those values (see
+    :func:`static_inputs`) and are not inputs of the module."""
+    problems = find_unsupported(model)
+    if problems:
+        raise UnsupportedError(backend, problems)
+    jax = import_jax()
+    from jax import export
+
+    graph = model.graph
+    lowerer = _Lowerer(model)
+    static_values = static_values or {}
+    bound = {v: np.asarray(static_values[v.name]) for v in graph.inputs if v.name in static_values}
+    inputs = [v for v in graph.inputs if not v.is_initializer() and v not in bound]
+
+    def main(*args):
+        env: dict[Any, Any] = dict(bound)
+        for v, a in zip(inputs, args, strict=True):
+            env[v] = a
+        outs = lowerer.run(graph, env)
+        return tuple(jax.numpy.asarray(o) for o in outs)
+
+    with jax_context():
+        scope = export.SymbolicScope()
+        specs = [_spec(v, scope, i) for i, v in enumerate(inputs)]
+        try:
+            exported = export.export(jax.jit(main))(*specs)
+        except _NodeUnsupported as e:
+            why = e.why
+            needed = [v.name for v in static_inputs(model) if v.name not in static_values]
+            if needed:
+                why += f" (it depends on the graph input(s) {', '.join(needed)}: a compiled model specializes on them)"
+            raise UnsupportedError(backend, [Unsupported(_op_label(e.node), 1, e.node.describe(), why)]) from None
+        except _NodeFailed as e:
+            raise BackendError(f"lowering {e.node.describe()} failed: {e.why}") from None
+    return Lowered(exported, main, [v.name for v in inputs], [v.name for v in graph.outputs], specs)
+
+
+def _spec(v, scope, index: int):
+    import jax
+    from jax import export
+
+    t = v.type
+    if not isinstance(t, TensorType) or t.shape is None:
+        raise UnsupportedError("stablehlo", [Unsupported("graph input", 1, f"%{v.name}", "its rank is unknown")])
+    dims = []
+    for k, d in enumerate(t.shape):
+        if isinstance(d, int):
+            dims.append(str(d))
+        else:
+            dims.append(_symbol(d if isinstance(d, str) and d else f"d{index}_{k}"))
+    shape = export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
+    return jax.ShapeDtypeStruct(shape, to_numpy(t.dtype))
+
+
+def _symbol(name: str) -> str:
+    clean = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return clean if clean[:1].isalpha() else f"d_{clean}"
+
+
+class _NodeUnsupported(Exception):
+    def __init__(self, node: Node, why: str):
+        self.node, self.why = node, why
+
+
+class _NodeFailed(Exception):
+    def __init__(self, node: Node, why: str):
+        self.node, self.why = node, why
+
+
+class _Lowerer:
+    def __init__(self, model: Model):
+        self.model = model
+        self.functions = {(f.domain, f.name): f for f in model.functions.values()}
+        self._interpreters: dict[int, Interpreter] = {}
+
+    def run(self, graph: Graph, env: dict) -> list:
+        """Lower ``graph``'s nodes into the current trace; ``env`` maps values to arrays (an
+        enclosing graph's values stay visible to subgraphs, as ONNX scoping says)."""
+        import jax
+
+        for v in graph.initializers.values():
+            if v not in env:
+                env[v] = v.const_value.numpy()
+        for node in graph:
+            args = [None if v is None else self._read(env, v, node) for v in node.inputs]
+            with jax.named_scope(_scope_name(node)):
+                outs = self._node(node, args, env)
+            for v, x in zip(node.outputs, outs, strict=False):
+                if v is not None:
+                    env[v] = x
+        return [self._read(env, v, None) for v in graph.outputs]
+
+    def _read(self, env: dict, v, node):
+        if v in env:
+            return env[v]
+        if v.is_constant():
+            return v.const_value.numpy()
+        raise _NodeFailed(node, f"%{v.name} is read before it is computed") if node else BackendError(
+            f"graph output %{v.name} is never computed")  # fmt: skip
+
+    def _node(self, node: Node, args: list, env: dict) -> list:
+        if node.op_type == "Constant" and not node.domain:
+            return self._fold(node, args)
+        if (node.domain, node.op_type) in self.functions:
+            return self._composite(node, args, env)
+        if node.op_type in CONTROL_FLOW and not node.domain:
+            return self._control_flow(node, args, env)
+        known = all(a is None or isinstance(a, np.ndarray) for a in args)
+        if known and sum(a.size for a in args if a is not None) <= _FOLD_ELEMENTS:
+            return self._fold(node, args)
+        try:
+            return RULES[node.op_type].fn(node, args)
+        except NotStatic as e:
+            raise _NodeUnsupported(node, str(e)) from None
+        except (_NodeUnsupported, _NodeFailed):
+            raise
+        except Exception as e:
+            raise _NodeFailed(node, f"{type(e).__name__}: {e}") from e
+
+    def _fold(self, node: Node, args: list) -> list:
+        graph = node.graph
+        interp = self._interpreters.get(id(graph))
+        if interp is None:
+            interp = self._interpreters[id(graph)] = Interpreter(graph, self.model.opset_imports)
+        try:
+            return [np.asarray(o) for o in interp.evaluate(node, args)]
+        except Exception as e:
+            raise _NodeFailed(node, f"{type(e).__name__}: {e}") from e
+
+    def _composite(self, node: Node, args: list, env: dict) -> list:
+        """A call of a model-local function: ``stablehlo.composite`` named ``domain.op`` whose
+        decomposition is the function body, so a consumer that knows the op can use it and XLA
+        inlines it otherwise."""
+        from jax import lax
+
+        fn: Function = self.functions[(node.domain, node.op_type)]
+        attrs = {k: _composite_attr(a.value) for k, a in node.attributes.items()}
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+
+        def body(*xs):
+            inner = dict(zip(fn.graph.inputs, xs, strict=False))
+            return tuple(self.run(fn.graph, inner))
+
+        traced = [a if a is not None else None for a in args]
+        out = lax.composite(body, name=f"{node.domain}.{node.op_type}")(*traced, **attrs)
+        return list(out)
+
+    def _control_flow(self, node: Node, args: list, env: dict) -> list:
+        from jax import lax
+
+        jnp = import_jax().numpy
+        if node.op_type == "If":
+            cond = args[0]
+            then_g, else_g = node.attr("then_branch"), node.attr("else_branch")
+            if isinstance(cond, np.ndarray):
+                return self.run(then_g if bool(cond.reshape(-1)[0]) else else_g, dict(env))
+            branches = [lambda _, g=g: tuple(jnp.asarray(o) for o in self.run(g, dict(env))) for g in (else_g, then_g)]
+            try:
+                return list(lax.cond(jnp.reshape(cond, ()).astype(bool), branches[1], branches[0], None))
+            except TypeError as e:  # branches whose shapes differ
+                raise _NodeUnsupported(node, f"the branches' results differ in shape or type ({e})") from None
+        # Loop without scan outputs: a stablehlo.while over (i, cond, carried...)
+        body: Graph = node.attr("body")
+        trip, cond0, carried = args[0], args[1], args[2:]
+        max_trip = jnp.asarray(np.iinfo(np.int64).max if trip is None else trip, jnp.int64).reshape(())
+        go = jnp.asarray(True if cond0 is None else cond0).reshape(()).astype(bool)
+
+        def cond_fn(state):
+            i, c, *_ = state
+            return (i < max_trip) & c
+
+        def body_fn(state):
+            i, _c, *vals = state
+            inner = dict(env)
+            b_in = body.inputs
+            inner[b_in[0]] = i
+            inner[b_in[1]] = _c
+            for v, x in zip(b_in[2:], vals, strict=True):
+                inner[v] = x
+            outs = self.run(body, inner)
+            return (i + 1, jnp.asarray(outs[0]).reshape(()).astype(bool),
+                    *[jnp.asarray(o).astype(x.dtype) for o, x in zip(outs[1:], vals, strict=True)])  # fmt: skip
+
+        init = (jnp.asarray(0, jnp.int64), go, *[jnp.asarray(c) for c in carried])
+        try:
+            state = lax.while_loop(cond_fn, body_fn, init)
+        except TypeError as e:  # a carried value changes shape between iterations
+            raise _NodeUnsupported(node, f"a loop-carried value changes shape ({e})") from None
+        return list(state[2:])
+
+
+def _composite_attr(value):
+    if isinstance(value, (int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+        return np.asarray(value)
+    return None
+
+
+def _scope_name(node: Node) -> str:
+    name = node.name or node.op_type
+    return "".join(c if c.isprintable() and c not in '"\\' else "_" for c in name)

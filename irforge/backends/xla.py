@@ -1,0 +1,145 @@
+"""The XLA backend: the StableHLO module compiled by XLA through jaxlib's PJRT client.
+
+The module is lowered once (dynamic dims stay dynamic); each new set of input shapes refines it
+to static shapes and compiles it, and the executable is cached per (module fingerprint, device,
+input shapes), so a model with a dynamic batch dim compiles once per batch size it meets.
+``device="gpu"`` uses jaxlib's CUDA PJRT plugin where one is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ..core_ir.model import Model
+from .base import Artifact, Backend, BackendError, Executable, Unsupported
+from .stablehlo import StableHLOBackend, find_unsupported, jax_context, lower
+from .stablehlo.lowering import static_inputs
+
+_CACHE: dict[tuple, Any] = {}
+_LOCK = threading.Lock()
+
+
+class XLABackend(Backend):
+    name = "xla"
+    targets = ("hlo", "hlo-optimized")
+    devices = ("cpu", "gpu")
+
+    def supported_ops(self) -> set[tuple[str, str]]:
+        return StableHLOBackend().supported_ops()
+
+    def unsupported(self, model: Model) -> list[Unsupported]:
+        return find_unsupported(model)
+
+    def lower(self, model: Model, target: str | None = None, dims: dict[str, int] | None = None) -> Artifact:
+        """HLO text at the model's static input shapes (``dims`` sets symbolic ones): before
+        XLA's passes (``hlo``) or after them (``hlo-optimized``)."""
+        target = target or "hlo"
+        if target not in self.targets:
+            raise BackendError(f"the xla backend writes {', '.join(self.targets)}, not {target!r}")
+        lowered = lower(model, self.name)
+        specs = _concrete_specs(lowered, model, dims or {})
+        import jax
+
+        with jax_context():
+            jitted = jax.jit(lowered.function).lower(*specs)
+            text = jitted.as_text(dialect="hlo") if target == "hlo" else jitted.compile().as_text()
+        return Artifact(target, text, lowered)
+
+    def compile(self, model: Model, device: str = "cpu") -> Executable:
+        """An executable of ``model``.  Inputs whose values fix shapes (:func:`static_inputs`)
+        are compile-time constants: each new set of their values lowers and compiles anew."""
+        t0 = time.perf_counter()
+        jax_device = _device(device)
+        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        static = {v.name for v in static_inputs(model)}
+        lowerings: dict[bytes, Any] = {}
+        if not static:
+            lowerings[b""] = lower(model, self.name)
+
+        def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+            values = {n: a for n, a in zip(names, arrays, strict=True) if n in static}
+            key = b"".join(n.encode() + a.dtype.str.encode() + repr(a.shape).encode() + a.tobytes()
+                           for n, a in values.items())  # fmt: skip
+            lowered = lowerings.get(key)
+            if lowered is None:
+                lowered = lowerings[key] = lower(model, self.name, values)
+            traced = [a for n, a in zip(names, arrays, strict=True) if n not in static]
+            return _run(lowered, traced, device, jax_device)
+
+        exe = Executable(self.name, run, names, [v.name for v in model.graph.outputs], device=device)
+        exe.compile_seconds = time.perf_counter() - t0
+        return exe
+
+
+def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.ndarray]:
+    """Run ``lowered`` on ``arrays``, compiling it for their shapes on first use."""
+    import jax
+
+    fingerprint = lowered.__dict__.setdefault("fingerprint", hashlib.sha256(lowered.bytecode).hexdigest())
+    arrays = [_as_input(a, s) for a, s in zip(arrays, lowered.input_specs, strict=True)]
+    key = (fingerprint, device, tuple((a.shape, a.dtype.str) for a in arrays))
+    with jax_context():
+        with _LOCK:
+            compiled = _CACHE.get(key)
+        placed = [jax.device_put(a, jax_device) for a in arrays]
+        if compiled is None:
+            try:
+                compiled = jax.jit(lowered.exported.call).lower(*placed).compile()
+            except Exception as e:
+                shapes = [a.shape for a in arrays]
+                raise BackendError(f"xla could not compile the model for inputs {shapes}: {e}") from e
+            with _LOCK:
+                _CACHE[key] = compiled
+        outs = compiled(*placed)
+    return [np.asarray(o) for o in outs]
+
+
+def _device(device: str):
+    import jax
+
+    kind = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu"}.get(device)
+    if kind is None:
+        raise BackendError(f"unknown device {device!r}; the xla backend runs on cpu or gpu")
+    try:
+        return jax.devices(kind)[0]
+    except RuntimeError:
+        found = sorted({d.platform for d in jax.devices()})
+        raise BackendError(
+            f"no {kind.upper()} is available to XLA here (jax sees only {', '.join(found)}): install jaxlib's "
+            "CUDA plugin (pip install 'jax[cuda12]') on a machine with an NVIDIA GPU, or use --device cpu"
+        ) from None
+
+
+def _as_input(a: np.ndarray, spec) -> np.ndarray:
+    want = np.dtype(spec.dtype)
+    if a.dtype != want:
+        if np.can_cast(a.dtype, want, casting="same_kind"):
+            return a.astype(want)
+        raise BackendError(f"an input of dtype {a.dtype} was given where the model takes {want}")
+    return a
+
+
+def _concrete_specs(lowered, model: Model, dims: dict[str, int]):
+    import jax
+
+    from ..core_ir.dtypes import to_numpy
+
+    specs = []
+    inputs = [v for v in model.graph.inputs if not v.is_initializer()]
+    for v in inputs:
+        shape = []
+        for d in v.type.shape:
+            if isinstance(d, int):
+                shape.append(d)
+            elif isinstance(d, str) and d in dims:
+                shape.append(dims[d])
+            else:
+                raise BackendError(f"input %{v.name} has the symbolic dim {d!r}: HLO needs static shapes; "
+                                   f"give it a size (--dim {d}=N)")  # fmt: skip
+        specs.append(jax.ShapeDtypeStruct(tuple(shape), to_numpy(v.type.dtype)))
+    return specs

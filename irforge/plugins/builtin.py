@@ -7,6 +7,7 @@ from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
+from ..passes.expand_functions import ExpandFunctions
 from ..passes.freeze_initializers import FreezeInitializers
 from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
 from ..passes.fuse_conv_bn import FuseConvBatchNorm
@@ -24,7 +25,7 @@ def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
-        FuseConvBatchNorm,
+        FuseConvBatchNorm, ExpandFunctions,
     ]  # fmt: skip
 
 

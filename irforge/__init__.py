@@ -66,7 +66,67 @@ def optimize(model: Model, pipeline: str = "-O1", *, verify_each: bool = True, k
     return model
 
 
+def backend(name: str):
+    """The registered backend called ``name`` (built-in or from a plugin)."""
+    from .plugins import default_registry
+
+    backends = default_registry().backends
+    if name not in backends:
+        from .backends import BackendError
+
+        raise BackendError(f"no backend named {name!r}; installed: {', '.join(sorted(backends))}")
+    return backends[name]
+
+
+def _prepared(model: Model, b) -> Model:
+    """A copy of ``model`` ready for backend ``b`` (the caller's model is never changed)."""
+    from .core_ir.clone import clone_model
+
+    if not b.expands_functions:
+        return model
+    from .passes import PassManager
+    from .passes.expand_functions import ExpandFunctions
+
+    copy = clone_model(model)
+    keep = ",".join(sorted(op for domain, op in b.supported_ops() if not domain))
+    PassManager.from_passes([ExpandFunctions(keep=keep)]).run(copy)
+    return copy
+
+
+def emit(model: Model, target: str = "stablehlo", **options):
+    """The model as ``target`` (``onnx``, ``stablehlo``, ``stablehlo-bytecode``, ``hlo``,
+    ``hlo-optimized``, or one a plugin backend adds): an :class:`irforge.backends.Artifact` whose
+    ``data`` is the text or bytes.  Raises :class:`irforge.backends.UnsupportedError` listing every
+    op the target cannot take."""
+    from .backends import BackendError
+    from .plugins import default_registry
+
+    if target == "onnx":
+        from .backends import Artifact
+        from .backends.onnx import to_bytes
+
+        return Artifact("onnx", to_bytes(model))
+    for b in default_registry().backends.values():
+        if target in b.targets:
+            return b.lower(_prepared(model, b), target, **options)
+    targets = sorted({"onnx", *(t for b in default_registry().backends.values() for t in b.targets)})
+    raise BackendError(f"no backend writes {target!r}; the targets are {', '.join(targets)}")
+
+
+def compile(model: Model, backend: str = "xla", device: str = "cpu"):
+    """Compile ``model`` for ``backend`` (``xla``, ``onnxruntime``, ``reference``, or a plugin's):
+    an :class:`irforge.backends.Executable`, called with numpy arrays, returning numpy arrays."""
+    b = globals()["backend"](backend)
+    if device not in b.devices:
+        from .backends import BackendError
+
+        raise BackendError(f"the {backend} backend runs on {', '.join(b.devices)}, not {device!r}")
+    prepared = _prepared(model, b)
+    b.check(prepared)
+    return b.compile(prepared, device)
+
+
 __all__ = [
-    "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "from_onnx",
-    "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+    "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "backend", "compile", "emit",
+    "from_onnx", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
 ]  # fmt: skip

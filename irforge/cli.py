@@ -229,6 +229,9 @@ def _irforge_parser() -> argparse.ArgumentParser:
     ps.set_defaults(func=cmd_passes)
     pl = sub.add_parser("plugins", help="list the installed plugins, what each registered, and the ones that failed")
     pl.set_defaults(func=cmd_plugins)
+    from .cli_backends import add_parsers
+
+    add_parsers(sub)
     return p
 
 

@@ -120,6 +120,9 @@ class Backend:
     targets: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("cpu",)
     preferred_layout: str = "NCHW"
+    expands_functions: bool = False
+    """Before lowering, ONNX ops this backend has no rule for but whose schema defines a function
+    body are expanded to that body (``irforge.compile`` and ``irforge.emit`` do it on a copy)."""
 
     def supported_ops(self) -> set[tuple[str, str]]:
         """``(domain, op_type)`` pairs this backend has a lowering for (some may refuse attributes)."""

@@ -28,6 +28,7 @@ class XLABackend(Backend):
     name = "xla"
     targets = ("hlo", "hlo-optimized")
     devices = ("cpu", "gpu")
+    expands_functions = True
 
     def supported_ops(self) -> set[tuple[str, str]]:
         return StableHLOBackend().supported_ops()

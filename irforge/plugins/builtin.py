@@ -37,3 +37,12 @@ def irforge_register_patterns() -> list:
 @hookimpl
 def irforge_register_pipelines() -> list[tuple[str, str]]:
     return list(LEVELS.items())
+
+
+@hookimpl
+def irforge_register_backends() -> list[tuple[str, object]]:
+    from ..backends.runtimes import OnnxRuntimeBackend, ReferenceBackend
+    from ..backends.stablehlo import StableHLOBackend
+    from ..backends.xla import XLABackend
+
+    return [(b.name, b) for b in (ReferenceBackend(), OnnxRuntimeBackend(), StableHLOBackend(), XLABackend())]

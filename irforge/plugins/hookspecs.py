@@ -35,7 +35,8 @@ def irforge_register_frontends() -> list[tuple[str, Any]]:
 
 @hookspec
 def irforge_register_backends() -> list[tuple[str, Any]]:
-    """Emitters as ``(name, callable)``."""
+    """Backends as ``(name, instance)`` of :class:`irforge.backends.Backend`: what ``irforge emit
+    --target`` and ``irforge run --backend`` (and ``irforge.emit``/``irforge.compile``) find by name."""
 
 
 @hookspec

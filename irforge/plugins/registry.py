@@ -74,6 +74,10 @@ class Registry:
         return self.entries["pipelines"]
 
     @property
+    def backends(self) -> dict[str, Any]:
+        return self.entries["backends"]
+
+    @property
     def runnable(self) -> dict[str, type]:
         """What pipeline text may name: every pass, and every pattern as a pass of its own."""
         return self.entries["runnable"]

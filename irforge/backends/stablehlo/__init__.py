@@ -15,6 +15,7 @@ class StableHLOBackend(Backend):
 
     name = "stablehlo"
     targets = ("stablehlo", "stablehlo-bytecode")
+    expands_functions = True
 
     def supported_ops(self) -> set[tuple[str, str]]:
         return {("", op) for op in RULES} | {("", "Constant"), ("", "If"), ("", "Loop")}

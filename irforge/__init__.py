@@ -88,7 +88,7 @@ def _prepared(model: Model, b) -> Model:
     from .passes.expand_functions import ExpandFunctions
 
     copy = clone_model(model)
-    keep = ",".join(sorted(op for domain, op in b.supported_ops() if not domain))
+    keep = "+".join(sorted(op for domain, op in b.supported_ops() if not domain))
     PassManager.from_passes([ExpandFunctions(keep=keep)]).run(copy)
     return copy
 

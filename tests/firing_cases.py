@@ -127,6 +127,17 @@ FUNCTION = """  opset "local" = 1
   }
 """
 
+COMPOSED = """  graph @composed(%x: f32[2,3,8]) {
+    init %scale = RANDOM<f32[8]>
+    init %bias = RANDOM<f32[8]>
+    %n = LayerNormalization(%x, %scale, %bias) <axis = -1>
+    %g = Gelu(%n)
+    %h = HardSwish(%g)
+    %y = Softmax(%h) <axis = 1>
+    return %y
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
@@ -139,6 +150,7 @@ CASES: dict[str, dict[str, str]] = {
     "inline-functions": {"function-calls": FUNCTION},
     "freeze-initializers": {"ir3-weights": CONV_BN},  # loaded as IR 3 with weights among the inputs
     "topological-sort": {"out-of-order": DEAD},  # reversed after loading
+    "expand-functions": {"ops-with-bodies": COMPOSED},
 }
 """Pass name → case name → IR text of the graph (functions and opsets before it)."""
 

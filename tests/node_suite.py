@@ -9,17 +9,11 @@ import warnings
 import numpy as np
 import onnx
 
+from irforge.backends.conformance import assert_similar, cases, convert
+
+__all__ = ["assert_similar", "cases", "convert", "exclusions", "expected", "feeds", "ort_session"]
+
 EXCLUSIONS_FILE = os.path.join(os.path.dirname(__file__), "node_suite_exclusions.txt")
-
-
-@functools.cache
-def cases() -> dict[str, object]:
-    """name -> onnx TestCase (model, data sets, tolerances), in the suite's order."""
-    import onnx.backend.test.case.node as node_cases
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {c.name: c for c in node_cases.collect_testcases(None)}
 
 
 @functools.cache
@@ -36,37 +30,12 @@ def exclusions() -> dict[str, tuple[str, str]]:
     return out
 
 
-def convert(x):
-    """A suite value as the engines take it: the generators store some inputs and outputs as
-    ``TensorProto``/``SequenceProto``/``OptionalProto`` messages or numpy scalars."""
-    from onnx import numpy_helper
-
-    if isinstance(x, onnx.TensorProto):
-        return numpy_helper.to_array(x)
-    if isinstance(x, onnx.SequenceProto):
-        return [convert(e) for e in numpy_helper.to_list(x)]
-    if isinstance(x, onnx.OptionalProto):
-        return convert(numpy_helper.to_optional(x))
-    if isinstance(x, np.generic):
-        return np.array(x)
-    if isinstance(x, list):
-        return [convert(e) for e in x]
-    return x
-
-
 def feeds(model: onnx.ModelProto, inputs: list) -> dict:
     return {i.name: convert(v) for i, v in zip(model.graph.input, inputs, strict=False)}
 
 
 def expected(outputs: list) -> list:
     return [convert(o) for o in outputs]
-
-
-def assert_similar(expected: list, actual: list, rtol: float, atol: float) -> None:
-    """The comparison onnx's own backend test runner makes."""
-    from onnx.backend.test.runner import Runner
-
-    Runner.assert_similar_outputs(expected, actual, rtol=rtol, atol=atol)
 
 
 def ort_session(model_bytes: bytes):

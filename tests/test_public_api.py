@@ -19,8 +19,12 @@ import irforge.core_ir
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "small_cnn.onnx")
 
 TOP_LEVEL = {
-    "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "from_onnx",
-    "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+    "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "backend", "compile", "emit",
+    "from_onnx", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+}  # fmt: skip
+
+BACKENDS = {
+    "Artifact", "Backend", "BackendError", "Executable", "Unsupported", "UnsupportedError", "collect_unsupported",
 }  # fmt: skip
 
 CORE_IR = {
@@ -69,12 +73,14 @@ def test_exported_names_are_pinned():
 
 
 def test_every_subpackage_pins_its_names_and_documents_them():
+    import irforge.backends
     import irforge.passes
     import irforge.plugins
     import irforge.testing
 
     for module, names in ((irforge, TOP_LEVEL), (irforge.core_ir, CORE_IR), (irforge.passes, PASSES),
-                          (irforge.plugins, PLUGINS), (irforge.testing, TESTING)):  # fmt: skip
+                          (irforge.plugins, PLUGINS), (irforge.testing, TESTING),
+                          (irforge.backends, BACKENDS)):  # fmt: skip
         assert set(module.__all__) == names, module.__name__
         for name in names:
             obj = getattr(module, name)

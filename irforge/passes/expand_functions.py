@@ -31,15 +31,15 @@ class ExpandFunctions(Pass):
     summary = "replace ONNX ops that have a schema function body (Attention, the losses, ...) by that body"
 
     ops: str = ""
-    """Comma-separated op types to expand; empty: every op with a body, except those in ``keep``."""
+    """Op types to expand, joined by ``+`` (``ops=Attention+Gelu``); empty: every op with a body,
+    except those in ``keep``."""
     keep: str = ""
-    """Comma-separated op types never expanded (a backend's native ops), when ``ops`` is empty."""
+    """Op types never expanded (a backend's native ops), joined by ``+``, when ``ops`` is empty."""
     max_rounds: int = 8
     """Bodies may use ops that have bodies of their own: expand this many levels deep."""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        wanted = {o.strip() for o in self.ops.split(",") if o.strip()}
-        keep = {o.strip() for o in self.keep.split(",") if o.strip()}
+        wanted, keep = _op_set(self.ops), _op_set(self.keep)
         opset = ctx.opset_imports(graph).get("", onnx.defs.onnx_opset_version())
         names = NameGenerator(graph)
         expanded = refused = 0
@@ -63,6 +63,10 @@ class ExpandFunctions(Pass):
                 break
             ShapeInference().run(graph, ctx)  # the bodies' nodes need types to expand in turn
         return PassResult(expanded > 0, {"expanded": expanded, "refused": refused})
+
+
+def _op_set(text: str) -> set[str]:
+    return {o.strip() for o in text.replace(",", "+").split("+") if o.strip()}
 
 
 def function_body(node: Node, opset: int):

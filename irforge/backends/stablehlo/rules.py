@@ -576,19 +576,31 @@ def _one_hot(node, args):
     return [jnp.where(mask, values[1], values[0])]
 
 
-@rule("CumSum")
-def _cumsum(node, args):
-    jnp = _jnp()
-    x = args[0]
-    axis = _axis(int(static(args[1], "CumSum's axis").reshape(-1)[0]), x.ndim)
-    if node.attr("reverse", 0):
-        x = jnp.flip(x, axis)
-    y = jnp.cumsum(x, axis=axis, dtype=x.dtype)
-    if node.attr("exclusive", 0):
-        y = y - x
-    if node.attr("reverse", 0):
-        y = jnp.flip(y, axis)
-    return [y]
+def _cumulative(kind: str) -> Rule:
+    def fn(node, args):
+        from jax import lax
+
+        jnp = _jnp()
+        x = args[0]
+        axis = _axis(int(static(args[1], f"{node.op_type}'s axis").reshape(-1)[0]), x.ndim)
+        reverse = bool(node.attr("reverse", 0))
+        scan = lax.cumsum if kind == "sum" else lax.cumprod
+        y = scan(x, axis=axis, reverse=reverse)
+        if node.attr("exclusive", 0):  # shift by one along the axis, the identity coming in
+            identity = jnp.zeros_like if kind == "sum" else jnp.ones_like
+            n = x.shape[axis]
+            first = lax.slice_in_dim(identity(y), 0, 1, axis=axis)
+            if reverse:
+                y = jnp.concatenate([lax.slice_in_dim(y, 1, n, axis=axis), first], axis=axis)
+            else:
+                y = jnp.concatenate([first, lax.slice_in_dim(y, 0, n - 1, axis=axis)], axis=axis)
+        return [y]
+
+    return fn
+
+
+RULES["CumSum"] = Lowering(_cumulative("sum"))
+RULES["CumProd"] = Lowering(_cumulative("prod"))
 
 
 @rule("DepthToSpace")

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
+import zoo
 
 import irforge
 from irforge.backends import Backend, BackendError, UnsupportedError
@@ -219,3 +220,27 @@ def test_cli_run_and_emit(tmp_path):
 def test_every_light_model_is_covered():
     names = {os.path.basename(p)[len("light_") : -len(".onnx")] for p in glob.glob(os.path.join(LIGHT, "*.onnx"))}
     assert set(LIGHT_MODELS) <= names
+
+
+ZOO = {
+    "resnet50": lambda: zoo.resnet50(size=64),
+    "mobilenet_v2": lambda: zoo.mobilenet_v2(size=64),
+    "bert": lambda: zoo.bert(layers=2, hidden=128, heads=4, ffn=256, seq=32, vocab=1000),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(ZOO))
+def zoo_model(request):
+    proto = ZOO[request.param]()
+    return request.param, proto, irforge.optimize(irforge.from_onnx(proto), "-O2")
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "xla"])
+def test_reference_architectures_after_o2_match_the_reference_at_two_batch_sizes(zoo_model, backend):
+    _, proto, m = zoo_model
+    exe, reference = irforge.compile(m, backend), irforge.compile(m, "reference")
+    for batch in (1, 3):  # the batch dim is symbolic: one executable, two sizes
+        f = zoo.feeds(proto, batch=batch)
+        for w, g in zip(reference(f), exe(f), strict=True):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())) / 10)

@@ -1103,3 +1103,148 @@ def _lrn(node, args):
     sq = lax.reduce_window(x * x, jnp.zeros((), x.dtype), lax.add, (1, size) + (1,) * (x.ndim - 2),
                            (1,) * x.ndim, ((0, 0), (lo, hi)) + ((0, 0),) * (x.ndim - 2))  # fmt: skip
     return [x / (_c(x, bias) + _c(x, alpha / size) * sq) ** _c(x, beta)]
+
+
+# --- Resize -----------------------------------------------------------------------------------
+
+
+def _resize_check(node):
+    if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        return f"keep_aspect_ratio_policy {node.attr('keep_aspect_ratio_policy')!r}"
+    return None
+
+
+@rule("Resize", check=_resize_check)
+def _resize(node, args):
+    """Resize is separable: along each resized axis the output is ``W @ x + b`` for a matrix ``W``
+    and a bias ``b`` (``extrapolation_value`` outside a ``tf_crop_and_resize`` box).  ``W`` and
+    ``b`` are read off ONNX's reference kernel, run on the identity and on zeros of that axis, so
+    every mode and coordinate transformation means exactly what ONNX says."""
+    jnp = _jnp()
+    x = args[0]
+    roi = static(args[1], "Resize's roi") if len(args) > 1 and args[1] is not None and args[1].size else None
+    scales = static(args[2], "Resize's scales") if len(args) > 2 and args[2] is not None and args[2].size else None
+    sizes = static(args[3], "Resize's sizes") if len(args) > 3 and args[3] is not None and args[3].size else None
+    r = x.ndim
+    axes = [_axis(a, r) for a in (node.attr("axes") or range(r))]
+    out = x
+    for i, a in enumerate(axes):
+        n = x.shape[a]
+        box = None if roi is None else (roi[i], roi[len(axes) + i])
+        if sizes is not None:
+            m, given = int(sizes[i]), ("sizes", np.array([n, int(sizes[i])], np.int64))
+        else:
+            s = float(np.float32(scales[i]))
+            m, given = int(s * n), ("scales", np.array([1.0, scales[i]], np.float32))
+        if m == n and (given[0] == "sizes" or given[1][1] == 1) and (box is None or tuple(box) == (0, 1)):
+            continue
+        weights, bias = _resize_weights(node, n, given, box, roi.dtype if roi is not None else np.float32)
+        onehot = np.all((weights == 0) | (weights == 1)) and np.all(weights.sum(0) == 1) and not bias.any()
+        moved = jnp.moveaxis(out, a, -1)
+        if onehot:  # nearest: a gather, exact for every dtype
+            moved = jnp.take(moved, np.argmax(weights, axis=0), axis=-1)
+        elif jnp.issubdtype(out.dtype, jnp.floating):
+            moved = jnp.matmul(moved, weights.astype(out.dtype), precision=_precision()) + bias.astype(out.dtype)
+        else:
+            raise NotStatic(f"{node.attr('mode', 'nearest')} interpolation of {out.dtype} data is not lowered")
+        out = jnp.moveaxis(moved, -1, a)
+    return [out]
+
+
+_RESIZE_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _resize_weights(node, n: int, given: tuple[str, np.ndarray], box, roi_dtype):
+    """``(W, b)`` with ``W`` of shape (n, m): row ``i`` is the output for the ``i``-th unit input."""
+    import onnx
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    attrs = {k: a.value for k, a in node.attributes.items() if k not in ("axes", "keep_aspect_ratio_policy")}
+    key = (tuple(sorted((k, repr(v)) for k, v in attrs.items())), n, given[0], given[1].tobytes(),
+           None if box is None else tuple(float(b) for b in box))  # fmt: skip
+    if key in _RESIZE_CACHE:
+        return _RESIZE_CACHE[key]
+    roi = np.zeros(0, roi_dtype) if box is None else np.array([0, box[0], 1, box[1]], dtype=roi_dtype)
+    inputs = ["x", "roi", "scales" if given[0] == "scales" else "", "sizes" if given[0] == "sizes" else ""]
+    resize = helper.make_node("Resize", inputs, ["y"], **attrs)
+    graph = helper.make_graph(
+        [resize], "resize",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [n, n])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)],
+        initializer=[onnx.numpy_helper.from_array(roi, "roi"), onnx.numpy_helper.from_array(given[1], given[0])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(onnx.defs.onnx_opset_version(), 19))])
+    ref = ReferenceEvaluator(model)
+    (zero,) = ref.run(None, {"x": np.zeros((n, n))})
+    (unit,) = ref.run(None, {"x": np.eye(n)})
+    weights, bias = unit - zero, zero[0]
+    _RESIZE_CACHE[key] = (weights, bias)
+    return weights, bias
+
+
+# --- quantization (integer types) ---------------------------------------------------------------
+
+_QUANT_RANGES = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max)
+                 for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32)}  # fmt: skip
+_QUANT_ONNX = {3: np.int8, 2: np.uint8, 5: np.int16, 4: np.uint16, 6: np.int32}
+
+
+def _per_axis(value, x, node):
+    """A scale or zero point broadcastable to ``x``: per tensor, per axis or per block."""
+    jnp = _jnp()
+    if value.ndim == 0 or value.size == 1:
+        return value.reshape(())
+    axis = _axis(node.attr("axis", 1), x.ndim)
+    block = node.attr("block_size", 0)
+    if not block:
+        return value.reshape([value.size if i == axis else 1 for i in range(x.ndim)])
+    return jnp.repeat(value, block, axis=axis, total_repeat_length=value.shape[axis] * block)[
+        tuple(slice(0, x.shape[axis]) if i == axis else slice(None) for i in range(x.ndim))
+    ]
+
+
+def _quant_check(node):
+    if node.attr("precision") is not None:
+        return "QuantizeLinear with a precision attribute"
+    to = node.attr("output_dtype")
+    if to and to not in _QUANT_ONNX:
+        return f"quantization to ONNX dtype {to}"
+    return None
+
+
+@rule("QuantizeLinear", check=_quant_check)
+def _quantize(node, args):
+    jnp = _jnp()
+    x, scale = args[0], args[1]
+    zp = args[2] if len(args) > 2 else None
+    if zp is not None:
+        dtype = np.dtype(zp.dtype)
+    else:
+        dtype = np.dtype(_QUANT_ONNX.get(node.attr("output_dtype") or 2, np.uint8))
+    if dtype not in _QUANT_RANGES:
+        raise NotStatic(f"quantization to {dtype} is not lowered")
+    q = jnp.round(x / _per_axis(scale, x, node)).astype(np.int32)  # round half to even, as np.rint
+    if zp is not None:
+        q = q + _per_axis(zp, x, node).astype(np.int32)
+    lo, hi = _QUANT_RANGES[dtype]
+    return [jnp.clip(q, lo, hi).astype(dtype)]
+
+
+def _dequant_check(node):
+    to = node.attr("output_dtype")
+    return None if not to or to in (1, 10, 16) else f"dequantization to ONNX dtype {to}"
+
+
+@rule("DequantizeLinear", check=_dequant_check)
+def _dequantize(node, args):
+    x, scale = args[0], args[1]
+    zp = args[2] if len(args) > 2 else None
+    if np.dtype(x.dtype) not in _QUANT_RANGES:
+        raise NotStatic(f"dequantization of {x.dtype} is not lowered")
+    dx = x.astype(np.float32)
+    if zp is not None:
+        dx = dx - _per_axis(zp, x, node).astype(np.float32)
+    y = dx * _per_axis(scale, x, node)
+    to = node.attr("output_dtype")
+    return [y.astype(_np_dtype(to) if to else scale.dtype)]

@@ -18,7 +18,7 @@ import numpy as np
 from ..core_ir.model import Model
 from .base import Artifact, Backend, BackendError, Executable, Unsupported
 from .stablehlo import StableHLOBackend, find_unsupported, jax_context, lower
-from .stablehlo.lowering import static_inputs
+from .static_operands import static_inputs
 
 _CACHE: dict[tuple, Any] = {}
 _LOCK = threading.Lock()

@@ -5,7 +5,8 @@ CenterCropPad, the window functions, …) are specified as a composition of simp
 schema carries that composition as a function body, fixed or built for the node's attributes
 and input types.  A backend without a lowering for such an op can still run it once it is
 expanded, exactly as ONNX defines it.  The expansion is refused when the body was written
-against an opset in which one of its ops means something else than at the model's opset.
+against an opset in which one of its ops means something else than at the model's opset, and for
+bodies with control flow (``Range``'s loop), which no backend here needs expanded.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def function_body(node: Node, opset: int):
             fp = onnx.FunctionProto.FromString(fp)
     if fp is None or not fp.node:
         return None
+    if any(n.op_type in ("Loop", "Scan", "If") for n in fp.node):
+        return False  # bodies with control flow (Range's) are not expanded
     body_opset = next((o.version for o in fp.opset_import if o.domain in ("", "ai.onnx")), opset)
     if body_opset != opset and not _same_meaning(fp, body_opset, opset):
         return False

@@ -43,6 +43,8 @@ def irforge_register_pipelines() -> list[tuple[str, str]]:
 def irforge_register_backends() -> list[tuple[str, object]]:
     from ..backends.runtimes import OnnxRuntimeBackend, ReferenceBackend
     from ..backends.stablehlo import StableHLOBackend
+    from ..backends.tvm import TVMBackend
     from ..backends.xla import XLABackend
 
-    return [(b.name, b) for b in (ReferenceBackend(), OnnxRuntimeBackend(), StableHLOBackend(), XLABackend())]
+    return [(b.name, b) for b in (ReferenceBackend(), OnnxRuntimeBackend(), StableHLOBackend(), XLABackend(),
+                                  TVMBackend())]  # fmt: skip

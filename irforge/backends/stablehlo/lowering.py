@@ -25,7 +25,8 @@ from ...core_ir.model import Function, Model
 from ...core_ir.node import Node
 from ...core_ir.types import TensorType
 from ..base import BackendError, Unsupported, UnsupportedError, collect_unsupported
-from .rules import RULES, STATIC_OPERANDS, NotStatic
+from ..static_operands import static_inputs
+from .rules import RULES, NotStatic
 
 DTYPES = frozenset({
     DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16, DataType.BOOL,
@@ -142,32 +143,6 @@ class Lowered:
     @property
     def bytecode(self) -> bytes:
         return bytes(self.exported.mlir_module_serialized)
-
-
-def static_inputs(model: Model) -> list:
-    """Graph inputs whose values fix a result's shape (a ``Reshape``'s shape fed as an input):
-    the lowering needs their values, so a compiled model specializes on them."""
-    graph = model.graph
-    wanted = {v for v in graph.inputs if not v.is_initializer()}
-    found: set = set()
-    seen: set = set()
-    stack = []
-    for g in graph.all_graphs():
-        for node in g:
-            for i in STATIC_OPERANDS.get(node.op_type, ()) if not node.domain else ():
-                if i < len(node.inputs) and node.inputs[i] is not None:
-                    stack.append(node.inputs[i])
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        if v in wanted:
-            found.add(v)
-        p = v.producer()
-        if p is not None and p.op_type not in ("Shape", "Size"):
-            stack.extend(x for x in p.inputs if x is not None)
-    return [v for v in graph.inputs if v in found]
 
 
 def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.ndarray] | None = None) -> Lowered:

@@ -36,14 +36,6 @@ class Lowering:
 
 RULES: dict[str, Lowering] = {}
 
-STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,),
-    "Split": (1,), "Pad": (1, 3), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,),
-    "CumSum": (1,), "CumProd": (1,), "Trilu": (1,), "Dropout": (1, 2), "Resize": (1, 2, 3),
-    **{f"Reduce{k}": (1,) for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp",
-                                     "SumSquare")},
-}  # fmt: skip
-"""Operands that fix the shape of a result, so XLA must know their values when it compiles."""
 
 
 def rule(*ops: str, check: Check | None = None):

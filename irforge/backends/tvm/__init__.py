@@ -1,0 +1,252 @@
+"""The TVM backend: the IR as a Relax ``IRModule`` built with ``relax.BlockBuilder``, compiled with
+``tvm.compile`` and run on the Relax VM.
+
+Relax here is given static shapes: ``compile`` lowers and builds once per set of input shapes
+(and values of shape-fixing inputs) it meets, and caches the result.  Ops without a rule in
+:mod:`.rules`, control flow and unsupported element types are refused up front, by name.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ...core_ir.dtypes import DataType, short_name, to_numpy
+from ...core_ir.errors import MissingExtraError
+from ...core_ir.interpreter import Interpreter
+from ...core_ir.model import Model
+from ...core_ir.node import Node
+from ...core_ir.types import TensorType
+from ..base import Artifact, Backend, BackendError, Executable, Unsupported, UnsupportedError, collect_unsupported
+from ..stablehlo.rules import NotStatic
+from ..static_operands import static_inputs
+from .rules import RULES
+
+DTYPES = frozenset({
+    DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BOOL, DataType.INT8, DataType.INT16,
+    DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
+})  # fmt: skip
+_FOLD_ELEMENTS = 1 << 16
+TARGET = "llvm"
+
+
+def import_tvm():
+    try:
+        import tvm
+    except ImportError:
+        raise MissingExtraError("tvm", "tvm", "the TVM backend") from None
+    return tvm
+
+
+def find_unsupported(model: Model) -> list[Unsupported]:
+    found = []
+    for graph in model.graph.all_graphs():
+        for node in graph:
+            label = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+            if node.domain not in ("", "ai.onnx") or (node.op_type not in RULES and node.op_type != "Constant"):
+                found.append((node, label, "no Relax lowering rule"))
+            for v in (*node.inputs, *node.outputs):
+                why = _type_problem(None if v is None else v.type)
+                if why:
+                    found.append((node, label, why))
+    problems = collect_unsupported(found)
+    for v in (*model.graph.inputs, *model.graph.outputs):
+        why = _type_problem(v.type)
+        if why:
+            problems.append(Unsupported("graph input/output", 1, f"%{v.name}", why))
+    return problems
+
+
+def _type_problem(t) -> str | None:
+    if t is None:
+        return None
+    if not isinstance(t, TensorType):
+        return f"{type(t).__name__} values are not lowered"
+    if t.dtype not in DTYPES:
+        return f"element type {short_name(t.dtype)}"
+    return None
+
+
+class _Context:
+    """What a rule may ask of the lowering: expressions, their static shapes and dtypes."""
+
+    def __init__(self, bb):
+        self.bb = bb
+        self._constants: dict[int, tuple[Any, np.ndarray]] = {}
+
+    def expr(self, x):
+        """An expression for ``x``; numpy constants keep their dtype (``relax.const`` would turn
+        int64 into int32 and float64 into float32 unless told)."""
+        from tvm import relax
+
+        if not isinstance(x, np.ndarray):
+            return x
+        c = relax.const(np.ascontiguousarray(x), str(x.dtype))
+        self._constants[id(c)] = (c, x)
+        return c
+
+    def emit(self, e):
+        return self.bb.emit(e)
+
+    def shape(self, e) -> list[int]:
+        if isinstance(e, np.ndarray):
+            return list(e.shape)
+        if id(e) in self._constants:
+            return list(self._constants[id(e)][1].shape)
+        return [int(d) for d in e.ty.shape]
+
+    def dtype(self, e) -> str:
+        if isinstance(e, np.ndarray):
+            return str(e.dtype)
+        if id(e) in self._constants:
+            return str(self._constants[id(e)][1].dtype)
+        return str(e.ty.dtype)
+
+    def scalar(self, value, like):
+        return self.expr(np.array(value, dtype=self.dtype(like)))
+
+
+def lower(model: Model, shapes: dict[str, tuple[int, ...]], static_values: dict[str, np.ndarray] | None = None):
+    """A Relax IRModule of ``model`` at the given input shapes (``static_values`` bind inputs whose
+    values fix shapes)."""
+    problems = find_unsupported(model)
+    if problems:
+        raise UnsupportedError("tvm", problems)
+    import_tvm()
+    from tvm import relax
+
+    graph = model.graph
+    static_values = static_values or {}
+    bb = relax.BlockBuilder()
+    ctx = _Context(bb)
+    env: dict[Any, Any] = {}
+    params = []
+    for v in graph.inputs:
+        if v.is_initializer():
+            continue
+        if v.name in static_values:
+            env[v] = np.asarray(static_values[v.name])
+            continue
+        dtype = str(np.dtype(to_numpy(v.type.dtype)))
+        var = relax.Var(_ident(v.name), relax.TensorType(shape=list(shapes[v.name]), dtype=dtype))
+        env[v] = var
+        params.append(var)
+    interp = Interpreter(graph, model.opset_imports)
+    with bb.function("main", params):
+        with bb.dataflow():
+            for v in graph.initializers.values():
+                env.setdefault(v, v.const_value.numpy())
+            for node in graph:
+                args = [None if v is None else _read(env, v) for v in node.inputs]
+                outs = _node(ctx, interp, node, args)
+                for v, x in zip(node.outputs, outs, strict=False):
+                    if v is not None:
+                        env[v] = x
+            results = [ctx.expr(_read(env, v)) for v in graph.outputs]
+            out = bb.emit_output(relax.Tuple(results))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    try:
+        relax.analysis.well_formed(mod)  # raises on the first violation
+    except Exception as e:
+        raise BackendError(f"the Relax module irforge built is not well formed (a bug: please report it): {e}") from e
+    return mod
+
+
+def _ident(name: str) -> str:
+    clean = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return clean if clean[:1].isalpha() else f"v_{clean}"
+
+
+def _read(env: dict, v):
+    if v in env:
+        return env[v]
+    if v.is_constant():
+        return v.const_value.numpy()
+    raise BackendError(f"%{v.name} is read before it is computed")
+
+
+def _node(ctx: _Context, interp: Interpreter, node: Node, args: list) -> list:
+    known = all(a is None or isinstance(a, np.ndarray) for a in args)
+    if node.op_type == "Constant" or (known and sum(a.size for a in args if a is not None) <= _FOLD_ELEMENTS):
+        try:
+            return [np.asarray(o) for o in interp.evaluate(node, args)]
+        except Exception as e:
+            raise BackendError(f"lowering {node.describe()} failed: {e}") from e
+    try:
+        outs = RULES[node.op_type](ctx, node, args)
+    except NotStatic as e:
+        raise UnsupportedError("tvm", [Unsupported(node.op_type, 1, node.describe(), str(e))]) from None
+    except (UnsupportedError, BackendError):
+        raise
+    except Exception as e:
+        raise BackendError(f"lowering {node.describe()} failed: {type(e).__name__}: {e}") from e
+    return [o if isinstance(o, np.ndarray) else ctx.emit(o) for o in outs]
+
+
+class TVMBackend(Backend):
+    name = "tvm"
+    targets = ("relax",)
+    expands_functions = True
+
+    def supported_ops(self) -> set[tuple[str, str]]:
+        return {("", op) for op in RULES} | {("", "Constant")}
+
+    def unsupported(self, model: Model) -> list[Unsupported]:
+        return find_unsupported(model)
+
+    def lower(self, model: Model, target: str | None = None, dims: dict[str, int] | None = None) -> Artifact:
+        mod = lower(model, _static_shapes(model, dims or {}))
+        return Artifact("relax", mod.script(), mod)
+
+    def compile(self, model: Model, device: str = "cpu") -> Executable:
+        if device != "cpu":
+            raise BackendError(f"the tvm backend runs on the cpu here, not {device!r}")
+        tvm = import_tvm()
+        from tvm import relax
+
+        t0 = time.perf_counter()
+        names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+        static = {v.name for v in static_inputs(model)}
+        built: dict[tuple, Any] = {}
+
+        def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+            values = {n: a for n, a in zip(names, arrays, strict=True) if n in static}
+            shapes = {n: a.shape for n, a in zip(names, arrays, strict=True)}
+            key = (tuple(sorted(shapes.items())), tuple((n, a.tobytes()) for n, a in values.items()))
+            vm = built.get(key)
+            if vm is None:
+                mod = lower(model, shapes, values)
+                mod = relax.transform.LegalizeOps()(mod)
+                with tvm.transform.PassContext(opt_level=3):
+                    ex = tvm.compile(mod, target=TARGET)
+                vm = built[key] = relax.VirtualMachine(ex, tvm.cpu())
+            traced = [tvm.runtime.tensor(np.ascontiguousarray(a)) for n, a in zip(names, arrays, strict=True)
+                      if n not in static]  # fmt: skip
+            out = vm["main"](*traced)
+            return [np.asarray(o.numpy()) for o in out]
+
+        return Executable(self.name, run, names, [v.name for v in model.graph.outputs], time.perf_counter() - t0)
+
+
+def _static_shapes(model: Model, dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        shape = []
+        for d in v.type.shape or ():
+            if isinstance(d, int):
+                shape.append(d)
+            elif isinstance(d, str) and d in dims:
+                shape.append(dims[d])
+            else:
+                raise BackendError(f"input %{v.name} has the symbolic dim {d!r}: the Relax module is built at static "
+                                   f"shapes; give it a size (--dim {d}=N)")  # fmt: skip
+        shapes[v.name] = tuple(shape)
+    return shapes
+
+
+__all__ = ["DTYPES", "RULES", "TVMBackend", "find_unsupported", "lower"]

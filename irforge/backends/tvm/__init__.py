@@ -83,7 +83,7 @@ class _Context:
 
         if not isinstance(x, np.ndarray):
             return x
-        c = relax.const(np.ascontiguousarray(x), str(x.dtype))
+        c = relax.const(np.array(x, order="C"), str(x.dtype))  # (ascontiguousarray makes 0-d 1-d)
         self._constants[id(c)] = (c, x)
         return c
 
@@ -95,14 +95,18 @@ class _Context:
             return list(e.shape)
         if id(e) in self._constants:
             return list(self._constants[id(e)][1].shape)
-        return [int(d) for d in e.ty.shape]
+        return [int(d) for d in self._typed(e).shape]
 
     def dtype(self, e) -> str:
         if isinstance(e, np.ndarray):
             return str(e.dtype)
         if id(e) in self._constants:
             return str(self._constants[id(e)][1].dtype)
-        return str(e.ty.dtype)
+        return str(self._typed(e).dtype)
+
+    def _typed(self, e):
+        """The tensor type of ``e`` (a call not yet emitted is normalized to get one)."""
+        return self.bb.normalize(e).ty
 
     def scalar(self, value, like):
         return self.expr(np.array(value, dtype=self.dtype(like)))
@@ -223,7 +227,7 @@ class TVMBackend(Backend):
                 with tvm.transform.PassContext(opt_level=3):
                     ex = tvm.compile(mod, target=TARGET)
                 vm = built[key] = relax.VirtualMachine(ex, tvm.cpu())
-            traced = [tvm.runtime.tensor(np.ascontiguousarray(a)) for n, a in zip(names, arrays, strict=True)
+            traced = [tvm.runtime.tensor(np.array(a, order="C")) for n, a in zip(names, arrays, strict=True)
                       if n not in static]  # fmt: skip
             out = vm["main"](*traced)
             return [np.asarray(o.numpy()) for o in out]

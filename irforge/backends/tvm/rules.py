@@ -68,8 +68,12 @@ for _name, _path in _UNARY.items():
 
 @rule("Identity", "Dropout")
 def _identity(ctx, node, args):
-    if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1] is not None:
-        raise Refused("Dropout's mask output")
+    if node.op_type == "Dropout":
+        if len(node.outputs) > 1 and node.outputs[1] is not None:
+            raise Refused("Dropout's mask output")
+        training = static(args[2], "Dropout's training_mode") if len(args) > 2 and args[2] is not None else None
+        if training is not None and bool(training.reshape(-1)[0]):
+            raise Refused("Dropout in training mode draws random numbers")
     return [ctx.expr(args[0])]
 
 
@@ -80,7 +84,7 @@ def _reciprocal(ctx, node, args):
 
 
 _BINARY = {
-    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Pow": "power", "Equal": "equal", "Less": "less",
+    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Equal": "equal", "Less": "less",
     "Greater": "greater", "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal", "And": "logical_and",
     "Or": "logical_or", "Xor": "logical_xor", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or",
     "BitwiseXor": "bitwise_xor",
@@ -88,6 +92,14 @@ _BINARY = {
 
 for _name, _path in _BINARY.items():
     RULES[_name] = lambda ctx, node, args, _path=_path: [_resolve(_path)(ctx.expr(args[0]), ctx.expr(args[1]))]
+
+
+@rule("Pow")
+def _pow(ctx, node, args):
+    a, b = ctx.expr(args[0]), ctx.expr(args[1])
+    if ctx.dtype(a) != ctx.dtype(b) or not ctx.dtype(a).startswith("float"):
+        raise Refused("Pow of integers or of two different types")
+    return [_op().power(a, b)]
 
 
 @rule("Div")
@@ -239,6 +251,8 @@ def _split(ctx, node, args):
             sizes = [min(chunk, dims[axis] - i * chunk) for i in range(n)]
         else:
             sizes = [dims[axis] // n] * n
+    if any(int(v) <= 0 for v in sizes):
+        raise Refused("Split into empty parts")
     bounds = np.cumsum(sizes)[:-1].tolist()
     parts = ctx.emit(_op().split(x, bounds, axis=axis))
     from tvm import relax
@@ -286,6 +300,8 @@ def _reduce(kind: str) -> Rule:
                 return [x]
             axes = list(range(rank))
         axes = [_axis(a, rank) for a in axes]
+        if ctx.dtype(x) == "bool" or any(ctx.shape(x)[a] == 0 for a in axes):
+            raise Refused("a reduction of booleans or over an empty axis")
         keep = bool(node.attr("keepdims", 1))
         return [{"Sum": op.sum, "Mean": op.mean, "Max": op.max, "Min": op.min, "Prod": op.prod}[kind](x, axes, keep)]
 

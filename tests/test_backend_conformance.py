@@ -1,5 +1,5 @@
-"""The ONNX node-test suite on the XLA backend: every case passes or is refused up front as
-unsupported; a wrong number or a crash fails.  The floor pins today's coverage."""
+"""The ONNX node-test suite on the XLA and TVM backends: every case passes or is refused up front
+as unsupported; a wrong number or a crash fails.  The floors pin today's coverage."""
 
 from __future__ import annotations
 
@@ -10,32 +10,33 @@ import pytest
 import irforge
 from irforge.backends.conformance import cases, run_case, summary
 
-PASSING_FLOOR = 1340
-"""Cases passing on xla when this floor was set (docs/backend-coverage.md has the table)."""
+PASSING_FLOOR = {"xla": 1400, "tvm": 921}
+"""Cases passing on each backend when the floor was set (docs/backend-coverage.md has the table)."""
+
+
+def _prepare_for(backend):
+    def prepare(model):
+        prepared = irforge._prepared(model, backend)
+        model.graph, model.functions = prepared.graph, prepared.functions
+
+    return prepare
 
 
 @functools.cache
-def _xla():
-    return irforge.backend("xla")
+def _result(backend: str, name: str):
+    b = irforge.backend(backend)
+    return run_case(b, name, _prepare_for(b))
 
 
-def _prepare(model):
-    prepared = irforge._prepared(model, _xla())
-    model.graph, model.functions = prepared.graph, prepared.functions
-
-
-@functools.cache
-def _result(name: str):
-    return run_case(_xla(), name, _prepare)
-
-
+@pytest.mark.parametrize("backend", sorted(PASSING_FLOOR))
 @pytest.mark.parametrize("name", list(cases()))
-def test_case_passes_or_is_refused_up_front(name):
-    r = _result(name)
-    assert r.outcome in ("pass", "unsupported"), f"{name} ({r.op}): {r.outcome}: {r.detail}"
+def test_case_passes_or_is_refused_up_front(name, backend):
+    r = _result(backend, name)
+    assert r.outcome in ("pass", "unsupported"), f"{name} ({r.op}) on {backend}: {r.outcome}: {r.detail}"
 
 
-def test_coverage_does_not_fall():
-    counts = summary([_result(n) for n in cases()])
+@pytest.mark.parametrize("backend", sorted(PASSING_FLOOR))
+def test_coverage_does_not_fall(backend):
+    counts = summary([_result(backend, n) for n in cases()])
     assert counts["wrong"] == 0 and counts["error"] == 0, counts
-    assert counts["pass"] >= PASSING_FLOOR, counts
+    assert counts["pass"] >= PASSING_FLOOR[backend], counts

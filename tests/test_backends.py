@@ -197,7 +197,7 @@ class _DoublerPlugin:
 
 def test_a_plugin_backend_registers_like_any_other():
     reg = build_registry(discover=False, plugins=[_DoublerPlugin()])
-    assert {"reference", "onnxruntime", "stablehlo", "xla", "doubler"} <= set(reg.backends)
+    assert {"reference", "onnxruntime", "stablehlo", "xla", "tvm", "doubler"} <= set(reg.backends)
     assert reg.provider("backends", "doubler") == "_DoublerPlugin"
     (y,) = reg.backends["doubler"].compile(None)(np.ones(2))
     assert y.tolist() == [2.0, 2.0]
@@ -235,12 +235,23 @@ def zoo_model(request):
     return request.param, proto, irforge.optimize(irforge.from_onnx(proto), "-O2")
 
 
-@pytest.mark.parametrize("backend", ["onnxruntime", "xla"])
+@pytest.mark.parametrize("backend", ["onnxruntime", "xla", "tvm"])
 def test_reference_architectures_after_o2_match_the_reference_at_two_batch_sizes(zoo_model, backend):
     _, proto, m = zoo_model
     exe, reference = irforge.compile(m, backend), irforge.compile(m, "reference")
-    for batch in (1, 3):  # the batch dim is symbolic: one executable, two sizes
+    for batch in (1, 3):  # the batch dim is symbolic: one lowering (xla) or one build per size (tvm)
         f = zoo.feeds(proto, batch=batch)
         for w, g in zip(reference(f), exe(f), strict=True):
             assert g.shape == w.shape
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())) / 10)
+
+
+def test_relax_module_is_emitted_well_formed_and_runs():
+    from tvm import relax
+
+    m = _example()
+    artifact = irforge.emit(m, "relax", dims={"batch": 2})
+    assert "R.nn.conv2d" in artifact.data and "R.Tensor((2, 3, 32, 32)" in artifact.data
+    relax.analysis.well_formed(artifact.module)  # raises on a violation
+    (got,) = irforge.compile(m, "tvm")(_image(2))
+    np.testing.assert_allclose(got, irforge.compile(m, "reference")(_image(2))[0], rtol=1e-5, atol=1e-6)

@@ -44,8 +44,9 @@ class ExpandFunctions(Pass):
         opset = ctx.opset_imports(graph).get("", onnx.defs.onnx_opset_version())
         names = NameGenerator(graph)
         expanded = refused = 0
+        typed = False
         for _ in range(self.max_rounds):
-            changed = False
+            changed, refused = False, 0
             for node in list(graph):
                 if node.domain not in ("", "ai.onnx") or node.subgraphs():
                     continue
@@ -60,9 +61,11 @@ class ExpandFunctions(Pass):
                 _inline(graph, node, body, names)
                 expanded += 1
                 changed = True
-            if not changed:
+            if not changed and (typed or not refused):
                 break
-            ShapeInference().run(graph, ctx)  # the bodies' nodes need types to expand in turn
+            # bodies built for their inputs' types need those types: infer them and go again
+            ShapeInference().run(graph, ctx)
+            typed = True
         return PassResult(expanded > 0, {"expanded": expanded, "refused": refused})
 
 

@@ -32,8 +32,9 @@ DTYPES = frozenset({
     DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16, DataType.BOOL,
     DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
     DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
+    DataType.FLOAT8E4M3FN, DataType.FLOAT8E4M3FNUZ, DataType.FLOAT8E5M2, DataType.FLOAT8E5M2FNUZ,
 })  # fmt: skip
-"""Element types the StableHLO/XLA backends take (strings, complex and 4/8-bit floats do not)."""
+"""Element types the StableHLO/XLA backends take (strings, complex, 4-bit and 2-bit types do not)."""
 
 _FOLD_ELEMENTS = 1 << 16
 """Nodes whose inputs are all known and at most this many elements run in the interpreter."""

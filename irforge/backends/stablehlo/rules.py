@@ -285,7 +285,8 @@ def _clip(node, args):
     return [x]
 
 
-_CAST_OK = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16}
+_CAST_OK = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16, 17, 18, 19, 20}
+_FLOAT8 = {17, 18, 19, 20}
 
 
 def _cast_check(node):
@@ -297,7 +298,22 @@ def _cast_check(node):
 
 @rule("Cast", check=_cast_check)
 def _cast(node, args):
-    return [_convert(args[0], _np_dtype(node.attr("to")))]
+    to = node.attr("to")
+    if to in _FLOAT8 and node.attr("saturate", 1):
+        return [_saturate(args[0], _np_dtype(to))]
+    return [_convert(args[0], _np_dtype(to))]
+
+
+def _saturate(x, dtype):
+    """ONNX's saturating cast to a float8 type: out-of-range values (infinities too) become the
+    largest finite value of that sign; NaN stays NaN."""
+    import ml_dtypes
+
+    jnp = _jnp()
+    big = float(ml_dtypes.finfo(dtype).max)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        x = jnp.clip(x, -big, big)
+    return x.astype(dtype)
 
 
 def _convert(x, dtype):
@@ -311,6 +327,10 @@ def _convert(x, dtype):
 
 @rule("CastLike")
 def _cast_like(node, args):
+    from ...core_ir.dtypes import from_numpy
+
+    if int(from_numpy(np.dtype(args[1].dtype))) in _FLOAT8 and node.attr("saturate", 1):
+        return [_saturate(args[0], args[1].dtype)]
     return [_convert(args[0], args[1].dtype)]
 
 

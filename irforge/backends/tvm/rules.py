@@ -216,7 +216,7 @@ def _gather(ctx, node, args):
     else:  # negative indices count from the end
         dim = _s(ctx, ctx.shape(x)[axis], idx)
         idx = op.where(op.less(idx, _s(ctx, 0, idx)), op.add(idx, dim), idx)
-    return [op.take(x, idx, axis=axis)]
+    return [op.take(x, idx, axis=axis, mode="clip")]  # out of range clips, as XLA does, never reads past
 
 
 @rule("Slice")

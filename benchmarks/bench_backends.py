@@ -2,7 +2,7 @@
 
 Engines: PyTorch eager (``torch.inference_mode``), onnxruntime (``ORT_ENABLE_ALL``, threads not
 spinning), TVM's own ONNX importer (``relax.frontend.onnx.from_onnx`` → ``tvm.compile``, untuned)
-and irforge ``-O2`` → xla.  Models: ResNet-50, MobileNetV2 (224x224) and BERT-base (seq 128),
+and irforge ``-O2`` → xla and → tvm.  Models: ResNet-50, MobileNetV2 (224x224) and BERT-base (seq 128),
 batch 1, written in torch with random weights (``torch_models.py``) and exported to ONNX once.
 
 Each engine is built (compile time measured), checked against PyTorch's outputs, then timed in
@@ -85,7 +85,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between engines")
     ap.add_argument("--models", nargs="+", default=["resnet50", "mobilenet_v2", "bert-base"])
-    ap.add_argument("--engines", nargs="+", default=["pytorch", "onnxruntime", "tvm from_onnx", "irforge -O2 → xla"])
+    ap.add_argument("--engines", nargs="+",
+                    default=["pytorch", "onnxruntime", "tvm from_onnx", "irforge -O2 → xla", "irforge -O2 → tvm"])
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import torch_models

@@ -51,7 +51,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"  {p}")
         return 1
-    options = {"dims": _dims(args.dim)} if args.dim and args.target.startswith("hlo") else {}
+    options = {"dims": _dims(args.dim)} if args.dim and args.target in ("hlo", "hlo-optimized", "relax") else {}
     artifact = irforge.emit(model, args.target, **options)
     if args.output:
         artifact.save(args.output)
@@ -136,8 +136,8 @@ def _max_diff(a, b) -> float:
     return float(np.max(np.where(both_nan, 0, d), initial=0))
 
 
-TARGETS = ["onnx", "stablehlo", "stablehlo-bytecode", "hlo", "hlo-optimized"]
-BACKENDS = ["reference", "onnxruntime", "xla"]
+TARGETS = ["onnx", "stablehlo", "stablehlo-bytecode", "hlo", "hlo-optimized", "relax"]
+BACKENDS = ["reference", "onnxruntime", "xla", "tvm"]
 
 
 def add_parsers(sub) -> None:
@@ -150,7 +150,7 @@ def add_parsers(sub) -> None:
     em.add_argument("--check-only", action="store_true",
                     help="list every op the target cannot take (exit 1 if any), write nothing")  # fmt: skip
     em.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
-                    help="a size for a symbolic dim (HLO needs static shapes)")  # fmt: skip
+                    help="a size for a symbolic dim (HLO and Relax are written at static shapes)")  # fmt: skip
     em.set_defaults(func=cmd_emit)
     rn = sub.add_parser("run", help="compile a model for a backend, run it, compare with the reference")
     rn.add_argument("model", help="an .onnx file (or .irf text)")

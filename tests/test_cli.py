@@ -116,7 +116,7 @@ def test_optimize_debug_rewrites_shows_each_rewrite_and_the_closest_misses(tmp_p
     applied = [line for line in lines if line.startswith("  [fuse-conv-bn] conv-bias-batchnorm (")]
     assert len(applied) == 1
     assert "fuse_conv_bn.py:" in applied[0]
-    assert ': BatchNormalization "bn", Conv "conv1" -> Conv producing %' in applied[0]
+    assert ': BatchNormalization "bn", Conv "conv1" -> Conv "conv1+bn"' in applied[0]  # named after what it replaced
     # the bias-less variant explains why it did not apply to the same two nodes
     assert ('  [fuse-conv-bn] conv-batchnorm did not match; closest at BatchNormalization "bn": '
             'Conv "conv1" has 3 inputs, the pattern 2') in lines  # fmt: skip

@@ -107,8 +107,15 @@ def _apply(graph: Graph, p: Pattern, m, names: NameGenerator) -> list[Node]:
         raise IRError(f"pattern {p.name!r} ({p.defined_at}): the replacement gave {len(new_values)} values "
                       f"for {len(m.outputs)} outputs")  # fmt: skip
     provenance = ",".join(n.name or n.describe() for n in m.nodes)
+    # an unnamed new node is named after the named nodes it replaces (producers first: "conv1+bn"),
+    # so locations in a compiler's output still point at the model's own nodes
+    joined = "+".join(n.name for n in reversed(m.nodes) if n.name)
+    unnamed = [n for n in b.created if not n.name and n.op_type != "Constant"]
     for n in b.created:
         n.metadata = {**(n.metadata or {}), PROVENANCE: provenance}
+    for i, n in enumerate(unnamed):
+        if joined:
+            n.name = joined if len(unnamed) == 1 else f"{joined}#{i}"
     for old, value in zip(m.outputs, new_values, strict=True):
         if value is not old:
             if old.type is not None and value.type is None and value.producer() in b.created:

@@ -125,11 +125,11 @@ def main() -> None:
             for _ in range(args.rounds):
                 for engine, (fn, _) in engines.items():
                     for _ in range(per_round):
+                        if len(times[engine]) >= 3 and sum(times[engine]) > 30:
+                            break  # a slow engine: a few runs tell enough
                         t = time.perf_counter()
                         fn()
                         times[engine].append(time.perf_counter() - t)
-                        if times[engine][-1] > 5 and len(times[engine]) >= 3:
-                            break  # a slow engine: a few runs tell enough
                     time.sleep(args.pause)
             for engine in args.engines:
                 row = {"model": name, "engine": engine}

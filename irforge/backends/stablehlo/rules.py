@@ -883,12 +883,43 @@ def _conv(node, args):
     kernel = list(node.attr("kernel_shape") or w.shape[2:])
     strides, pads, dilations = _spatial(node, x, kernel)
     n = len(kernel)
-    spec = ("NC" + "DHW"[-n:] if n <= 3 else None, "OI" + "DHW"[-n:], "NC" + "DHW"[-n:])
-    y = lax.conv_general_dilated(x, w, strides, pads, rhs_dilation=dilations, dimension_numbers=spec,
-                                 feature_group_count=node.attr("group", 1), precision=_precision())  # fmt: skip
+    group = node.attr("group", 1)
+    if _depthwise(x, w, group, kernel):
+        y = _depthwise_taps(x, w, strides, pads, dilations, kernel)
+    else:
+        spec = ("NC" + "DHW"[-n:] if n <= 3 else None, "OI" + "DHW"[-n:], "NC" + "DHW"[-n:])
+        y = lax.conv_general_dilated(x, w, strides, pads, rhs_dilation=dilations, dimension_numbers=spec,
+                                     feature_group_count=group, precision=_precision())  # fmt: skip
     if len(args) > 2 and args[2] is not None:
         y = y + args[2].reshape(-1, *([1] * n))
     return [y]
+
+
+def _depthwise(x, w, group: int, kernel: list[int]) -> bool:
+    """A depthwise 2-D conv with a small kernel: XLA's CPU convolution is slow on these."""
+    return (len(kernel) == 2 and group > 1 and w.shape[0] == group and w.shape[1] == 1
+            and _static_shape(x) and x.shape[1] == group and kernel[0] * kernel[1] <= 25)  # fmt: skip
+
+
+def _depthwise_taps(x, w, strides, pads, dilations, kernel):
+    """The depthwise conv as a sum over kernel taps of strided slices times per-channel weights:
+    element-wise work XLA fuses into one loop."""
+    from jax import lax
+
+    jnp = _jnp()
+    xp = jnp.pad(x, ((0, 0), (0, 0), *pads))
+    n, c, h, wd = xp.shape
+    out_h = (h - (kernel[0] - 1) * dilations[0] - 1) // strides[0] + 1
+    out_w = (wd - (kernel[1] - 1) * dilations[1] - 1) // strides[1] + 1
+    y = None
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            r0, c0 = i * dilations[0], j * dilations[1]
+            end = (n, c, r0 + (out_h - 1) * strides[0] + 1, c0 + (out_w - 1) * strides[1] + 1)
+            tap = lax.slice(xp, (0, 0, r0, c0), end, (1, 1, strides[0], strides[1]))
+            term = tap * w[:, 0, i, j].reshape(1, c, 1, 1)
+            y = term if y is None else y + term
+    return y
 
 
 def _conv_check(node):

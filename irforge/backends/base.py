@@ -10,7 +10,6 @@ never a wrong number.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,7 +144,45 @@ class Backend:
         raise NotImplementedError
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+def type_problem(t, dtypes) -> str | None:
+    """Why a value of type ``t`` cannot be lowered by a backend taking element types ``dtypes``."""
+    from ..core_ir.dtypes import short_name
+    from ..core_ir.types import TensorType
+
+    if t is None:
+        return None
+    if not isinstance(t, TensorType):
+        return f"{type(t).__name__} values (sequences, optionals, maps) are not lowered"
+    if t.dtype not in dtypes:
+        return f"element type {short_name(t.dtype)}"
+    return None
+
+
+def io_problems(model: Model, dtypes) -> list[Unsupported]:
+    """The graph inputs and outputs whose types a backend taking ``dtypes`` cannot pass."""
+    out = []
+    for v in (*model.graph.inputs, *model.graph.outputs):
+        why = type_problem(v.type, dtypes)
+        if why:
+            out.append(Unsupported("graph input/output", 1, f"%{v.name}", why))
+    return out
+
+
+def static_input_shapes(model: Model, dims: dict[str, int], what: str) -> dict[str, tuple[int, ...]]:
+    """Each graph input's shape with the symbolic dims sized from ``dims``; ``what`` (\"HLO\",
+    \"the Relax module\") names the artifact that needs static shapes in the error."""
+    shapes = {}
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        shape = []
+        for d in getattr(v.type, "shape", None) or ():
+            if isinstance(d, int):
+                shape.append(d)
+            elif isinstance(d, str) and d in dims:
+                shape.append(dims[d])
+            else:
+                raise BackendError(f"input %{v.name} has the symbolic dim {d!r}: {what} is written at static shapes; "
+                                   f"give it a size (--dim {d}=N)")  # fmt: skip
+        shapes[v.name] = tuple(shape)
+    return shapes

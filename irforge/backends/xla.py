@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core_ir.model import Model
-from .base import Artifact, Backend, BackendError, Executable, Unsupported
+from .base import Artifact, Backend, BackendError, Executable, Unsupported, static_input_shapes
 from .stablehlo import StableHLOBackend, find_unsupported, jax_context, lower
 from .static_operands import static_inputs
 
@@ -135,17 +135,6 @@ def _concrete_specs(lowered, model: Model, dims: dict[str, int]):
 
     from ..core_ir.dtypes import to_numpy
 
-    specs = []
-    inputs = [v for v in model.graph.inputs if not v.is_initializer()]
-    for v in inputs:
-        shape = []
-        for d in v.type.shape:
-            if isinstance(d, int):
-                shape.append(d)
-            elif isinstance(d, str) and d in dims:
-                shape.append(dims[d])
-            else:
-                raise BackendError(f"input %{v.name} has the symbolic dim {d!r}: HLO needs static shapes; "
-                                   f"give it a size (--dim {d}=N)")  # fmt: skip
-        specs.append(jax.ShapeDtypeStruct(tuple(shape), to_numpy(v.type.dtype)))
-    return specs
+    shapes = static_input_shapes(model, dims, "HLO")
+    types = {v.name: v.type for v in model.graph.inputs}
+    return [jax.ShapeDtypeStruct(shapes[n], to_numpy(types[n].dtype)) for n in lowered.input_names]

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ...core_ir.dtypes import DataType, short_name, to_numpy
+from ...core_ir.dtypes import DataType, to_numpy
 from ...core_ir.errors import MissingExtraError
 from ...core_ir.graph import Graph
 from ...core_ir.interpreter import Interpreter
 from ...core_ir.model import Function, Model
 from ...core_ir.node import Node
 from ...core_ir.types import TensorType
-from ..base import BackendError, Unsupported, UnsupportedError, collect_unsupported
+from ..base import BackendError, Unsupported, UnsupportedError, collect_unsupported, io_problems, type_problem
 from ..static_operands import static_inputs
 from .rules import RULES, NotStatic
 
@@ -72,12 +72,7 @@ def find_unsupported(model: Model) -> list[Unsupported]:
     for graph in model.graph.all_graphs():
         for node in graph:
             found.extend((node, _op_label(node), why) for why in _node_problems(node, functions))
-    problems = collect_unsupported(found)
-    for v in (*model.graph.inputs, *model.graph.outputs):
-        why = _type_problem(v.type)
-        if why:
-            problems.append(Unsupported("graph input/output", 1, f"%{v.name}", why))
-    return problems
+    return collect_unsupported(found) + io_problems(model, DTYPES)
 
 
 def _node_problems(node: Node, functions: dict) -> list[str]:
@@ -117,13 +112,7 @@ def _control_flow_problem(node: Node) -> str | None:
 
 
 def _type_problem(t) -> str | None:
-    if t is None:
-        return None
-    if not isinstance(t, TensorType):
-        return f"{type(t).__name__} values (sequences, optionals, maps) are not lowered"
-    if t.dtype not in DTYPES:
-        return f"element type {short_name(t.dtype)}"
-    return None
+    return type_problem(t, DTYPES)
 
 
 @dataclass

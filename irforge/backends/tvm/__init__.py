@@ -13,13 +13,23 @@ from typing import Any
 
 import numpy as np
 
-from ...core_ir.dtypes import DataType, short_name, to_numpy
+from ...core_ir.dtypes import DataType, to_numpy
 from ...core_ir.errors import MissingExtraError
 from ...core_ir.interpreter import Interpreter
 from ...core_ir.model import Model
 from ...core_ir.node import Node
-from ...core_ir.types import TensorType
-from ..base import Artifact, Backend, BackendError, Executable, Unsupported, UnsupportedError, collect_unsupported
+from ..base import (
+    Artifact,
+    Backend,
+    BackendError,
+    Executable,
+    Unsupported,
+    UnsupportedError,
+    collect_unsupported,
+    io_problems,
+    static_input_shapes,
+    type_problem,
+)
 from ..stablehlo.rules import NotStatic
 from ..static_operands import static_inputs
 from .rules import RULES
@@ -51,22 +61,11 @@ def find_unsupported(model: Model) -> list[Unsupported]:
                 why = _type_problem(None if v is None else v.type)
                 if why:
                     found.append((node, label, why))
-    problems = collect_unsupported(found)
-    for v in (*model.graph.inputs, *model.graph.outputs):
-        why = _type_problem(v.type)
-        if why:
-            problems.append(Unsupported("graph input/output", 1, f"%{v.name}", why))
-    return problems
+    return collect_unsupported(found) + io_problems(model, DTYPES)
 
 
 def _type_problem(t) -> str | None:
-    if t is None:
-        return None
-    if not isinstance(t, TensorType):
-        return f"{type(t).__name__} values are not lowered"
-    if t.dtype not in DTYPES:
-        return f"element type {short_name(t.dtype)}"
-    return None
+    return type_problem(t, DTYPES)
 
 
 class _Context:
@@ -202,7 +201,7 @@ class TVMBackend(Backend):
         return find_unsupported(model)
 
     def lower(self, model: Model, target: str | None = None, dims: dict[str, int] | None = None) -> Artifact:
-        mod = lower(model, _static_shapes(model, dims or {}))
+        mod = lower(model, static_input_shapes(model, dims or {}, "the Relax module"))
         return Artifact("relax", mod.script(), mod)
 
     def compile(self, model: Model, device: str = "cpu") -> Executable:
@@ -233,24 +232,6 @@ class TVMBackend(Backend):
             return [np.asarray(o.numpy()) for o in out]
 
         return Executable(self.name, run, names, [v.name for v in model.graph.outputs], time.perf_counter() - t0)
-
-
-def _static_shapes(model: Model, dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
-    shapes = {}
-    for v in model.graph.inputs:
-        if v.is_initializer():
-            continue
-        shape = []
-        for d in v.type.shape or ():
-            if isinstance(d, int):
-                shape.append(d)
-            elif isinstance(d, str) and d in dims:
-                shape.append(dims[d])
-            else:
-                raise BackendError(f"input %{v.name} has the symbolic dim {d!r}: the Relax module is built at static "
-                                   f"shapes; give it a size (--dim {d}=N)")  # fmt: skip
-        shapes[v.name] = tuple(shape)
-    return shapes
 
 
 __all__ = ["DTYPES", "RULES", "TVMBackend", "find_unsupported", "lower"]

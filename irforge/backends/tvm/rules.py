@@ -292,16 +292,22 @@ def _pad(ctx, node, args):
 # --- reductions and normalization ---------------------------------------------------------------
 
 
+def _reduction_axes(ctx, node, args, x) -> list[int] | None:
+    """The axes a Reduce* node reduces (an input from opset 18, an attribute before); None for
+    ``noop_with_empty_axes`` with no axes."""
+    rank = len(ctx.shape(x))
+    axes = _ints(args[1], "the reduction's axes") if len(args) > 1 and args[1] is not None else node.attr("axes")
+    if not axes:
+        return None if node.attr("noop_with_empty_axes", 0) else list(range(rank))
+    return [_axis(a, rank) for a in axes]
+
+
 def _reduce(kind: str) -> Rule:
     def fn(ctx, node, args):
         op, x = _op(), ctx.expr(args[0])
-        rank = len(ctx.shape(x))
-        axes = _ints(args[1], "the reduction's axes") if len(args) > 1 and args[1] is not None else node.attr("axes")
-        if not axes:
-            if node.attr("noop_with_empty_axes", 0):
-                return [x]
-            axes = list(range(rank))
-        axes = [_axis(a, rank) for a in axes]
+        axes = _reduction_axes(ctx, node, args, x)
+        if axes is None:
+            return [x]
         if ctx.dtype(x) == "bool" or any(ctx.shape(x)[a] == 0 for a in axes):
             raise Refused("a reduction of booleans or over an empty axis")
         keep = bool(node.attr("keepdims", 1))
@@ -629,13 +635,9 @@ def _cumsum(ctx, node, args):
 def _reduce_composed(kind: str) -> Rule:
     def fn(ctx, node, args):
         op, x = _op(), ctx.expr(args[0])
-        rank = len(ctx.shape(x))
-        axes = _ints(args[1], "the reduction's axes") if len(args) > 1 and args[1] is not None else node.attr("axes")
-        if not axes:
-            if node.attr("noop_with_empty_axes", 0):
-                return [x]
-            axes = list(range(rank))
-        axes = [_axis(a, rank) for a in axes]
+        axes = _reduction_axes(ctx, node, args, x)
+        if axes is None:
+            return [x]
         if not ctx.dtype(x).startswith("float") or any(ctx.shape(x)[a] == 0 for a in axes):
             raise Refused(f"Reduce{kind} of {ctx.dtype(x)} or over an empty axis")
         keep = bool(node.attr("keepdims", 1))

@@ -160,7 +160,8 @@ def _versions() -> str:
         except md.PackageNotFoundError:
             return "not installed"
 
-    lines = [f"irforge {__version__}", f"  onnx {version('onnx')}", f"  onnxruntime {version('onnxruntime')}"]
+    lines = [f"irforge {__version__}"]
+    lines += [f"  {dist} {version(dist)}" for dist in ("onnx", "onnxruntime", "jax", "jaxlib", "apache-tvm")]
     for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         dist = f"{ep.dist.name} {ep.dist.version}" if ep.dist else "unknown distribution"
         lines.append(f"  plugin {ep.name}: {dist}")
@@ -169,7 +170,7 @@ def _versions() -> str:
 
 class _VersionAction(argparse.Action):
     def __init__(self, option_strings, dest, **kwargs):
-        help_ = "print the versions of irforge, onnx, onnxruntime and the plugins"
+        help_ = "print the versions of irforge, its toolchains (onnx, onnxruntime, jax, TVM) and the plugins"
         super().__init__(option_strings, dest, nargs=0, help=help_)
 
     def __call__(self, parser, namespace, values, option_string=None):

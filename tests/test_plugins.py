@@ -158,8 +158,8 @@ def test_plugins_are_turned_off_by_name(site_with_a_broken_plugin):
 def test_version_names_onnx_onnxruntime_and_every_plugin(site_with_a_broken_plugin):
     out = _irforge(site_with_a_broken_plugin, "--version").stdout
     assert out.startswith(f"irforge {irforge.__version__}\n")
-    for line in ("  onnx ", "  onnxruntime ", "  plugin example: irforge-example-plugin 0.1.0",
-                 "  plugin broken: irforge-broken-plugin 0.2.0"):  # fmt: skip
+    plugins = ("  plugin example: irforge-example-plugin 0.1.0", "  plugin broken: irforge-broken-plugin 0.2.0")
+    for line in ("  onnx ", "  onnxruntime ", "  jax ", "  apache-tvm ", *plugins):
         assert line in out, out
 
 

@@ -87,7 +87,7 @@ def run_case(backend: Backend, name: str, prepare: Callable | None = None) -> Ca
         return CaseResult(name, op, "not-loaded", f"{type(e).__name__}: {e}"[:300])
     problems = backend.unsupported(model)
     if problems:
-        return CaseResult(name, op, "unsupported", "; ".join(p.why for p in problems)[:300])
+        return CaseResult(name, op, "unsupported", "; ".join(f"{p.op}: {p.why}" for p in problems)[:300])
     try:
         exe = backend.compile(model)
     except UnsupportedError as e:

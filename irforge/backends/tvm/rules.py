@@ -340,7 +340,7 @@ def _softmax(ctx, node, args):
 @rule("LayerNormalization")
 def _layer_norm(ctx, node, args):
     if len([o for o in node.outputs if o is not None]) > 1:
-        raise Refused("LayerNormalization's mean and inverse-deviation outputs")
+        return _layer_norm_with_statistics(ctx, node, args)
     x = ctx.expr(args[0])
     rank = len(ctx.shape(x))
     axes = list(range(_axis(node.attr("axis", -1), rank), rank))
@@ -349,6 +349,23 @@ def _layer_norm(ctx, node, args):
     if len(ctx.shape(gamma)) != len(axes) or len(ctx.shape(beta)) != len(axes):
         raise Refused("LayerNormalization whose scale or bias broadcasts")
     return [_op().nn.layer_norm(x, gamma, beta, axes, epsilon=node.attr("epsilon", 1e-5))]
+
+
+def _layer_norm_with_statistics(ctx, node, args):
+    """LayerNormalization with its Mean and InvStdDev outputs, in the stash type (float32)."""
+    op, x = _op(), ctx.expr(args[0])
+    if node.attr("stash_type", 1) != 1:
+        raise Refused("LayerNormalization with a stash type other than float32")
+    rank = len(ctx.shape(x))
+    axes = list(range(_axis(node.attr("axis", -1), rank), rank))
+    xs = op.astype(x, "float32")
+    mean, var = _moments(op, xs, axes)
+    inv = op.divide(ctx.expr(np.array(1, np.float32)),
+                    op.sqrt(op.add(var, ctx.expr(np.array(node.attr("epsilon", 1e-5), np.float32)))))  # fmt: skip
+    y = op.multiply(op.astype(op.multiply(op.subtract(xs, mean), inv), ctx.dtype(x)), ctx.expr(args[1]))
+    if len(args) > 2 and args[2] is not None:
+        y = op.add(y, ctx.expr(args[2]))
+    return [y, mean, inv][: len(node.outputs)]
 
 
 @rule("BatchNormalization")
@@ -421,8 +438,11 @@ def _conv(ctx, node, args):
     pads = _pads(node, ctx.shape(x), kernel, strides, dilations)
     conv = {1: op.nn.conv1d, 2: op.nn.conv2d, 3: op.nn.conv3d}[n]
     layouts = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}[n]
+    half = ctx.dtype(x) == "float16"  # accumulate in float32, as the other engines do
     y = conv(x, w, strides=strides, padding=pads, dilation=dilations, groups=node.attr("group", 1),
-             data_layout=layouts[0], kernel_layout=layouts[1])  # fmt: skip
+             data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="float32" if half else None)  # fmt: skip
+    if half:
+        y = op.astype(y, "float16")
     if len(args) > 2 and args[2] is not None:
         y = op.add(y, op.reshape(ctx.expr(args[2]), [1, -1] + [1] * n))
     return [y]
@@ -615,11 +635,13 @@ def _trilu(ctx, node, args):
 @rule("ArgMax", "ArgMin")
 def _arg(ctx, node, args):
     op, x = _op(), ctx.expr(args[0])
-    if node.attr("select_last_index", 0):
-        raise Refused("select_last_index")
     axis = _axis(node.attr("axis", 0), len(ctx.shape(x)))
     f = op.argmax if node.op_type == "ArgMax" else op.argmin
-    return [op.astype(f(x, axis, bool(node.attr("keepdims", 1))), "int64")]
+    keep = bool(node.attr("keepdims", 1))
+    if node.attr("select_last_index", 0):  # the first from the end is the last
+        i = op.astype(f(op.flip(x, axis), axis, keep), "int64")
+        return [op.subtract(ctx.expr(np.array(ctx.shape(x)[axis] - 1, np.int64)), i)]
+    return [op.astype(f(x, axis, keep), "int64")]
 
 
 @rule("CumSum")
@@ -754,3 +776,26 @@ def _resize(ctx, node, args):
         moved = op.add(op.matmul(moved, ctx.expr(weights.astype(ctx.dtype(x)))), ctx.expr(bias.astype(ctx.dtype(x))))
         out = op.permute_dims(moved, inverse)
     return [out]
+
+
+# --- values known when the module is built -------------------------------------------------------
+
+
+@rule("Size")
+def _size(ctx, node, args):
+    return [np.array(int(np.prod(ctx.shape(ctx.expr(args[0])))), np.int64)]
+
+
+@rule("ConstantOfShape")
+def _constant_of_shape(ctx, node, args):
+    shape = _ints(args[0], "ConstantOfShape's shape")
+    value = node.attr("value")
+    fill = np.zeros(1, np.float32) if value is None else value.numpy().reshape(-1)
+    return [_op().full(shape, ctx.expr(fill[:1].reshape(())), str(fill.dtype))]
+
+
+@rule("Range")
+def _range(ctx, node, args):
+    start, limit, delta = (static(a, "Range's bounds") for a in args)
+    n = max(int(np.ceil((limit - start) / delta)), 0)
+    return [(start + np.arange(n, dtype=start.dtype) * delta).astype(start.dtype)]

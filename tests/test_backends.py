@@ -255,3 +255,29 @@ def test_relax_module_is_emitted_well_formed_and_runs():
     relax.analysis.well_formed(artifact.module)  # raises on a violation
     (got,) = irforge.compile(m, "tvm")(_image(2))
     np.testing.assert_allclose(got, irforge.compile(m, "reference")(_image(2))[0], rtol=1e-5, atol=1e-6)
+
+
+COMPOSITE = """model {
+  opset "" = 21
+  opset "irforge" = 1
+  func irforge::@tanh_gate(%a) with {opsets = {"": 21}} {
+    %t = Tanh(%a)
+    %b = Mul(%t, %a)
+    return %b
+  }
+  graph @g(%x: f32[4]) {
+    %y = irforge::tanh_gate(%x)
+    %z = Relu(%y)
+    return %z
+  }
+}
+"""
+
+
+def test_a_model_local_function_lowers_to_a_composite_with_its_body_as_decomposition():
+    m = irforge.parse(COMPOSITE)
+    text = irforge.emit(m, "stablehlo").data
+    assert 'stablehlo.composite "irforge.tanh_gate"' in text and "decomposition = @" in text
+    assert verify_text(text)
+    x = np.linspace(-2, 2, 4).astype(np.float32)
+    np.testing.assert_allclose(irforge.compile(m, "xla")(x)[0], irforge.compile(m, "reference")(x)[0], rtol=1e-6)

@@ -28,7 +28,7 @@ class ReferenceBackend(Backend):
 
     def compile(self, model: Model, device: str = "cpu") -> Executable:
         t0 = time.perf_counter()
-        interp = Interpreter(model.graph, model.opset_imports)
+        interp = Interpreter(model)  # the model: its local functions run too
         ins, outs = _names(model)
 
         def run(arrays: list[np.ndarray]) -> list[np.ndarray]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core_ir.dimexpr import evaluate, is_dim_expr, symbols
 from ..core_ir.errors import IrforgeError
 from ..core_ir.model import Model
 from ..core_ir.node import Node
@@ -181,6 +182,8 @@ def static_input_shapes(model: Model, dims: dict[str, int], what: str) -> dict[s
                 shape.append(d)
             elif isinstance(d, str) and d in dims:
                 shape.append(dims[d])
+            elif isinstance(d, str) and is_dim_expr(d) and all(n in dims for n in symbols(d)):
+                shape.append(evaluate(d, dims))  # a derived dim such as 2*batch
             else:
                 raise BackendError(f"input %{v.name} has the symbolic dim {d!r}: {what} is written at static shapes; "
                                    f"give it a size (--dim {d}=N)")  # fmt: skip

@@ -19,6 +19,7 @@ import numpy as np
 from ..core_ir.model import Model
 from .base import Artifact, Backend, BackendError, Executable, Unsupported, static_input_shapes
 from .stablehlo import StableHLOBackend, find_unsupported, jax_context, lower
+from .stablehlo.lowering import ShapeDependentError
 from .static_operands import static_inputs
 
 _CACHE: dict[tuple, Any] = {}
@@ -60,16 +61,34 @@ class XLABackend(Backend):
         names = [v.name for v in model.graph.inputs if not v.is_initializer()]
         static = {v.name for v in static_inputs(model)}
         lowerings: dict[bytes, Any] = {}
+        per_shape = False  # True: a shape computed from symbolic dims: lower once per set of input shapes
         if not static:
-            lowerings[b""] = lower(model, self.name)
+            try:
+                lowerings[b""] = lower(model, self.name)
+            except ShapeDependentError:
+                per_shape = True
 
         def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+            nonlocal per_shape
             values = {n: a for n, a in zip(names, arrays, strict=True) if n in static}
             key = b"".join(n.encode() + a.dtype.str.encode() + repr(a.shape).encode() + a.tobytes()
                            for n, a in values.items())  # fmt: skip
+            shapes = None
+            if per_shape:
+                shapes = {n: a.shape for n, a in zip(names, arrays, strict=True) if n not in static}
+                key += repr(sorted(shapes.items())).encode()
             lowered = lowerings.get(key)
             if lowered is None:
-                lowered = lowerings[key] = lower(model, self.name, values)
+                try:
+                    lowered = lower(model, self.name, values, shapes)
+                except ShapeDependentError:
+                    if shapes is not None:
+                        raise
+                    per_shape = True
+                    shapes = {n: a.shape for n, a in zip(names, arrays, strict=True) if n not in static}
+                    key += repr(sorted(shapes.items())).encode()
+                    lowered = lower(model, self.name, values, shapes)
+                lowerings[key] = lowered
             traced = [a for n, a in zip(names, arrays, strict=True) if n not in static]
             return _run(lowered, traced, device, jax_device)
 

@@ -37,6 +37,10 @@ class NameGenerator:
             self._taken_names = {v.name for g in root.all_graphs() for v in g.values() if v.name}
         return self._taken_names
 
+    def reserve(self, names) -> None:
+        """Keep ``names`` out of what :meth:`fresh` gives (names an importer will assign itself)."""
+        self._taken.update(names)
+
     def fresh(self, hint: str = "v") -> str:
         while True:
             self._counter += 1

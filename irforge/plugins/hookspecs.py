@@ -34,6 +34,13 @@ def irforge_register_frontends() -> list[tuple[str, Any]]:
 
 
 @hookspec
+def irforge_register_frontend_ops() -> list[tuple[str, str, Any]]:
+    """Op converters for a frontend as ``(framework, op, converter)``: ``("torch", "aten.erfinv.default",
+    fn)`` or ``("jax", "erf_inv", fn)``.  They extend (and take precedence over) the built-in op
+    tables; see docs/frontends.md for the converter signature of each framework."""
+
+
+@hookspec
 def irforge_register_backends() -> list[tuple[str, Any]]:
     """Backends as ``(name, instance)`` of :class:`irforge.backends.Backend`: what ``irforge emit
     --target`` and ``irforge run --backend`` (and ``irforge.emit``/``irforge.compile``) find by name."""

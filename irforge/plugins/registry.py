@@ -26,8 +26,9 @@ from . import builtin, hookspecs
 BUILTIN = "irforge (built-in)"
 DISABLE_ENV = "IRFORGE_DISABLE_PLUGINS"
 _SINGULAR = {"passes": "pass", "patterns": "pattern", "runnable": "pass or pattern", "pipelines": "pipeline",
-             "frontends": "frontend", "backends": "backend", "kernels": "kernel"}  # fmt: skip
-_REGISTRATION_HOOKS = ("passes", "patterns", "pipelines", "frontends", "backends", "kernels")
+             "frontends": "frontend", "frontend_ops": "frontend op", "backends": "backend",
+             "kernels": "kernel"}  # fmt: skip
+_REGISTRATION_HOOKS = ("passes", "patterns", "pipelines", "frontends", "frontend_ops", "backends", "kernels")
 
 
 class PluginError(IrforgeError):
@@ -129,9 +130,9 @@ def _collect(plugin: Any, provider: str) -> list[tuple[str, str, Any]]:
                 out.append((kind, name, item))
             elif kind == "patterns":
                 out.append((kind, item.name, item))
-            elif kind == "kernels":
-                domain, op_type, kernel = item
-                out.append((kind, f"{domain}::{op_type}", kernel))
+            elif kind in ("kernels", "frontend_ops"):
+                domain, op_type, fn = item
+                out.append((kind, f"{domain}::{op_type}", fn))
             else:
                 name, value = item
                 out.append((kind, name, value))

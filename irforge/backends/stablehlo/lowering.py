@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core_ir.dimexpr import is_dim_expr, rename, symbols
 from ...core_ir.dtypes import DataType, to_numpy
 from ...core_ir.errors import MissingExtraError
 from ...core_ir.graph import Graph
@@ -135,9 +136,15 @@ class Lowered:
         return bytes(self.exported.mlir_module_serialized)
 
 
-def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.ndarray] | None = None) -> Lowered:
+class ShapeDependentError(UnsupportedError):
+    """The model computes a shape from its symbolic input dims: it lowers only at concrete shapes."""
+
+
+def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.ndarray] | None = None,
+          input_shapes: dict[str, tuple[int, ...]] | None = None) -> Lowered:  # fmt: skip
     """Lower ``model``; graph inputs named in ``static_values`` are bound to those values (see
-    :func:`static_inputs`) and are not inputs of the module."""
+    :func:`static_inputs`) and are not inputs of the module; ``input_shapes`` fixes the shapes of
+    the inputs it names (the module is then specialized to them)."""
     problems = find_unsupported(model)
     if problems:
         raise UnsupportedError(backend, problems)
@@ -159,11 +166,16 @@ def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.
 
     with jax_context():
         scope = export.SymbolicScope()
-        specs = [_spec(v, scope, i) for i, v in enumerate(inputs)]
+        shapes = input_shapes or {}
+        specs = [_spec(v, scope, i, shapes.get(v.name)) for i, v in enumerate(inputs)]
         try:
             exported = export.export(jax.jit(main))(*specs)
         except _NodeUnsupported as e:
             why = e.why
+            symbolic = any(not isinstance(d, int) for s in specs for d in s.shape)
+            if e.static and symbolic:
+                raise ShapeDependentError(backend, [Unsupported(_op_label(e.node), 1, e.node.describe(),
+                                                                why + " (at symbolic input shapes)")]) from None
             needed = [v.name for v in static_inputs(model) if v.name not in static_values]
             if needed:
                 why += f" (it depends on the graph input(s) {', '.join(needed)}: a compiled model specializes on them)"
@@ -173,11 +185,13 @@ def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.
     return Lowered(exported, main, [v.name for v in inputs], [v.name for v in graph.outputs], specs)
 
 
-def _spec(v, scope, index: int):
+def _spec(v, scope, index: int, concrete: tuple[int, ...] | None = None):
     import jax
     from jax import export
 
     t = v.type
+    if concrete is not None:
+        return jax.ShapeDtypeStruct(tuple(concrete), to_numpy(t.dtype))
     if not isinstance(t, TensorType) or t.shape is None:
         raise UnsupportedError("stablehlo", [Unsupported("graph input", 1, f"%{v.name}", "its rank is unknown")])
     dims = []
@@ -185,9 +199,16 @@ def _spec(v, scope, index: int):
         if isinstance(d, int):
             dims.append(str(d))
         else:
-            dims.append(_symbol(d if isinstance(d, str) and d else f"d{index}_{k}"))
+            dims.append(_dim_text(d) if isinstance(d, str) and d else f"d{index}_{k}")
     shape = export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
     return jax.ShapeDtypeStruct(shape, to_numpy(t.dtype))
+
+
+def _dim_text(d: str) -> str:
+    """A named dim as a jax symbol; a dim expression (``2*batch``) stays an expression over them."""
+    if not d.isidentifier() and is_dim_expr(d):
+        return rename(d, {s: _symbol(s) for s in symbols(d)})
+    return _symbol(d)
 
 
 def _symbol(name: str) -> str:
@@ -196,8 +217,8 @@ def _symbol(name: str) -> str:
 
 
 class _NodeUnsupported(Exception):
-    def __init__(self, node: Node, why: str):
-        self.node, self.why = node, why
+    def __init__(self, node: Node, why: str, static: bool = False):
+        self.node, self.why, self.static = node, why, static
 
 
 class _NodeFailed(Exception):
@@ -249,7 +270,7 @@ class _Lowerer:
         try:
             return RULES[node.op_type].fn(node, args)
         except NotStatic as e:
-            raise _NodeUnsupported(node, str(e)) from None
+            raise _NodeUnsupported(node, str(e), static=True) from None
         except (_NodeUnsupported, _NodeFailed):
             raise
         except Exception as e:

@@ -1,0 +1,498 @@
+"""PyTorch frontend: ``torch.export`` → core ATen (``run_decompositions``) → the neutral IR.
+
+The exported program is read directly (no ONNX detour): parameters and buffers become
+initializers named after their state-dict keys and sharing the module's memory; dims declared
+with ``torch.export.Dim`` become named dims (derived ones as expressions: ``2*batch``); each
+node keeps its source line, module path and ATen op as metadata; ``cond`` and ``while_loop``
+become ``If`` and ``Loop``.  The op table is :mod:`irforge.frontends.torch_ops`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core_ir.builder import Builder, NameGenerator
+from ..core_ir.dimexpr import canonical, is_dim_expr, rename
+from ..core_ir.dtypes import DataType
+from ..core_ir.errors import MissingExtraError
+from ..core_ir.graph import Graph
+from ..core_ir.model import Model
+from ..core_ir.node import Node
+from ..core_ir.tensors import NumpyTensor
+from ..core_ir.types import TensorType
+from ..core_ir.value import Value
+from .common import (
+    FRAMEWORK_OP,
+    MODULE,
+    SOURCE,
+    Emitter,
+    FrontendError,
+    NotMapped,
+    Unmapped,
+    plugin_converters,
+)
+
+OPSET = 21
+KEEP_DOMAIN = "torch.aten"
+"""Domain of ops kept unconverted with ``keep_unmapped=True``."""
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingExtraError("from_torch needs PyTorch: pip install torch (or irforge[torch])") from None
+    return torch
+
+
+def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict | None = None,
+               dynamic_shapes: Any = None, keep_unmapped: bool = False, strict: bool = False) -> Model:  # fmt: skip
+    """Import ``module`` (a ``torch.nn.Module``) as exported by ``torch.export`` on ``example_args``.
+
+    ``dynamic_shapes`` is passed to ``torch.export.export``; its ``Dim`` names become the IR's
+    named dims.  Raises :class:`~irforge.frontends.UnsupportedOpsError` listing every ATen op
+    irforge cannot map (with ``keep_unmapped=True`` they stay as ``torch.aten`` nodes instead).
+    """
+    torch = _torch()
+    if not isinstance(module, torch.nn.Module):
+        raise FrontendError(f"from_torch takes a torch.nn.Module, got {type(module).__name__}; "
+                            "wrap a function in a Module whose forward calls it")  # fmt: skip
+    args = tuple(example_args)
+    try:
+        ep = torch.export.export(module, args, kwargs=example_kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        ep = ep.run_decompositions()
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        what = f"{type(module).__name__}: {type(e).__name__}: {first}"
+        raise FrontendError(f"torch.export could not export {what}") from e
+    names = _dim_names(ep, module, dynamic_shapes)
+    return from_exported_program(ep, keep_unmapped=keep_unmapped, dim_names=names)
+
+
+def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None) -> Model:
+    """Import an ``ExportedProgram`` that is already in core ATen (after ``run_decompositions``)."""
+    from . import torch_ops
+
+    table = {**torch_ops.TABLE, **plugin_converters("torch")}
+    unmapped = Unmapped()
+    _scan(ep.graph_module, table, unmapped)
+    if not keep_unmapped:
+        unmapped.raise_if_any("torch")
+    return _Importer(ep, table, dim_names or {}, keep_unmapped).run()
+
+
+# -- the scan: every op looked up before anything is built -----------------------------------
+
+
+def op_name(target) -> str:
+    """The table key of an FX call target: ``aten.add.Tensor``, ``operator.getitem``, ``higher_order.cond``."""
+    if hasattr(target, "_schema") or hasattr(target, "_opname"):
+        return str(target)
+    name = getattr(target, "__name__", str(target))
+    module = getattr(target, "__module__", "") or ""
+    if module in ("_operator", "operator"):
+        return f"operator.{name}"
+    if module.startswith("torch"):
+        return f"torch.{name}"
+    return name
+
+
+def location(node) -> str:
+    """``file:line`` of the user's code that made ``node``: the innermost frame outside torch itself."""
+    trace = node.meta.get("stack_trace") or ""
+    found = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    if not found:
+        return ""
+    mine = [f for f in found if _TORCH_DIR not in f[0]]
+    file, line = (mine or found)[-1]
+    return f"{file}:{line}"
+
+
+_TORCH_DIR = "/site-packages/torch/"
+
+
+def _lookup(table, node):
+    name = op_name(node.target)
+    if name in table:
+        return table[name]
+    packet = name.rsplit(".", 1)[0]  # aten.add.Tensor → aten.add: one converter for every overload
+    return table.get(packet + ".*")
+
+
+def _scan(gm, table, unmapped: Unmapped) -> None:
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            sub = getattr(gm, node.target, None)
+            if hasattr(sub, "graph"):
+                _scan(sub, table, unmapped)
+        elif node.op == "call_function" and _lookup(table, node) is None:
+            unmapped.add(op_name(node.target), location(node))
+
+
+# -- dims ----------------------------------------------------------------------------------------
+
+
+def _dim_names(ep, module, dynamic_shapes) -> dict[str, str]:
+    """torch's shape symbols (``s0``) → the names the user gave their ``Dim``s."""
+    if dynamic_shapes is None:
+        return {}
+    user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    specs = dynamic_shapes
+    if isinstance(specs, dict):
+        params = list(inspect.signature(module.forward).parameters)
+        specs = [specs.get(p) for p in params]
+    names: dict[str, str] = {}
+    for pname, spec in zip(user, list(specs), strict=False):
+        val = placeholders[pname].meta.get("val")
+        if spec is None or not hasattr(val, "shape"):
+            continue
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        for axis, dim in items:
+            if dim is None or not hasattr(dim, "__name__") or axis >= len(val.shape):
+                continue
+            expr = getattr(getattr(val.shape[axis], "node", None), "expr", None)
+            if expr is None:
+                continue
+            root = getattr(dim, "root", None)
+            if getattr(expr, "is_Symbol", False) and root is None:
+                names[str(expr)] = dim.__name__
+            elif root is not None and len(expr.free_symbols) == 1:
+                names[str(next(iter(expr.free_symbols)))] = root.__name__
+    return names
+
+
+def dim_of(d, names: dict[str, str]):
+    """A torch size (int or SymInt) as an IR dim: an int, a named dim or a dim expression."""
+    if isinstance(d, int):
+        return d
+    expr = getattr(getattr(d, "node", None), "expr", None)
+    if expr is None:
+        return None
+    if expr.is_number:
+        return int(expr)
+    text = str(expr).replace(" ", "")
+    if not is_dim_expr(text):
+        return None
+    text = canonical(text)
+    return rename(text, names) if names else text
+
+
+# -- the import ----------------------------------------------------------------------------------
+
+_DTYPES: dict | None = None
+
+
+def to_dtype(torch_dtype) -> DataType:
+    global _DTYPES
+    if _DTYPES is None:
+        torch = _torch()
+        _DTYPES = {torch.float32: DataType.FLOAT, torch.float64: DataType.DOUBLE, torch.float16: DataType.FLOAT16,
+                   torch.bfloat16: DataType.BFLOAT16, torch.int8: DataType.INT8, torch.int16: DataType.INT16,
+                   torch.int32: DataType.INT32, torch.int64: DataType.INT64, torch.uint8: DataType.UINT8,
+                   torch.bool: DataType.BOOL, torch.complex64: DataType.COMPLEX64,
+                   torch.complex128: DataType.COMPLEX128, torch.uint16: DataType.UINT16,
+                   torch.uint32: DataType.UINT32, torch.uint64: DataType.UINT64,
+                   torch.float8_e4m3fn: DataType.FLOAT8E4M3FN, torch.float8_e5m2: DataType.FLOAT8E5M2}  # fmt: skip
+    if torch_dtype not in _DTYPES:
+        raise NotMapped(f"dtype {torch_dtype}")
+    return _DTYPES[torch_dtype]
+
+
+def tensor_array(t) -> np.ndarray:
+    """A torch tensor's data as numpy, sharing its memory where numpy has the dtype."""
+    torch = _torch()
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        import ml_dtypes
+
+        kind = ml_dtypes.float8_e4m3fn if t.dtype == torch.float8_e4m3fn else ml_dtypes.float8_e5m2
+        return t.view(torch.uint8).numpy().view(kind)
+    return t.numpy()
+
+
+class TorchContext(Emitter):
+    """What an ATen converter gets as its first argument: an :class:`Emitter` plus the FX node
+    being converted (``cx.fx``) and its output's type (``cx.out_dtype``, ``cx.out_shape``)."""
+
+    def __init__(self, graph: Graph, builder: Builder, importer: _Importer):
+        super().__init__(graph, builder)
+        self.importer = importer
+        self.fx = None
+
+    @property
+    def val(self):
+        return self.fx.meta.get("val")
+
+    def used_outputs(self) -> set[int]:
+        """Which outputs of a multi-output FX node are read (through ``getitem``)."""
+        import operator as op
+
+        used = set()
+        for user in self.fx.users:
+            if user.target is op.getitem and isinstance(user.args[1], int):
+                used.add(user.args[1])
+            else:
+                return set(range(len(self.val))) if isinstance(self.val, (list, tuple)) else {0}
+        return used
+
+    def meta_type(self, val) -> TensorType | None:
+        if not hasattr(val, "shape") or not hasattr(val, "dtype"):
+            return None
+        return TensorType(to_dtype(val.dtype), tuple(dim_of(d, self.importer.dim_names) for d in val.shape))
+
+    @property
+    def out_dtype(self) -> DataType:
+        val = self.val
+        if isinstance(val, (list, tuple)):
+            val = val[0]
+        return to_dtype(val.dtype)
+
+    @property
+    def out_shape(self) -> tuple:
+        val = self.val
+        if isinstance(val, (list, tuple)):
+            val = val[0]
+        return tuple(dim_of(d, self.importer.dim_names) for d in val.shape)
+
+    @property
+    def out_rank(self) -> int:
+        return len(self.out_shape)
+
+    def dtype(self, v: Value) -> DataType:
+        return v.type.dtype
+
+    def rank(self, v: Value) -> int:
+        return len(v.type.shape)
+
+    def shape(self, v: Value) -> tuple:
+        return v.type.shape
+
+    def tensor(self, x, dtype: DataType | int | None = None) -> Value:
+        """``x`` (a Value or a Python number) as a tensor of ``dtype`` (default: the output's)."""
+        dtype = self.out_dtype if dtype is None else dtype
+        if isinstance(x, Value):
+            return self.cast(x, dtype)
+        from ..core_ir.dtypes import to_numpy
+
+        return self.const(np.asarray(x).astype(to_numpy(dtype)))
+
+    def emit_typed(self, op_type: str, *inputs, **attrs) -> Value:
+        """Like :meth:`emit`, the result typed with the FX node's output type."""
+        n = self.node_typed(op_type, inputs, attrs)
+        return n.outputs[0]
+
+    def node_typed(self, op_type: str, inputs, attrs=None, *, outputs: int = 1, domain: str = "") -> Node:
+        val = self.val
+        vals = list(val) if isinstance(val, (list, tuple)) else [val]
+        types = [self.meta_type(v) for v in vals[:outputs]] + [None] * max(0, outputs - len(vals))
+        return self.node(op_type, inputs, attrs, outputs=outputs, types=types, domain=domain)
+
+    def subgraph(self, gm, bindings: Sequence[Value], hint: str) -> tuple[Graph, list[Value]]:
+        """Convert FX graph module ``gm`` into a new Graph whose placeholders read ``bindings``."""
+        return self.importer.subgraph(gm, bindings, hint)
+
+
+class _Importer:
+    def __init__(self, ep, table, dim_names: dict[str, str], keep_unmapped: bool):
+        self.ep, self.table, self.dim_names, self.keep_unmapped = ep, table, dim_names, keep_unmapped
+        self.graph = Graph(name=type(ep).__name__, opset_imports={"": OPSET})
+        self.names = NameGenerator(self.graph)
+
+    def run(self) -> Model:
+        ep, g = self.ep, self.graph
+        sig = ep.graph_signature
+        self.names.reserve(n.name for n in ep.graph.nodes)
+        self.names.reserve(s.target for s in sig.input_specs if s.target)
+        env: dict[Any, Any] = {}
+        for spec in sig.input_specs:
+            node = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == spec.arg.name)
+            kind = spec.kind.name
+            if kind == "USER_INPUT":
+                val = node.meta.get("val")
+                if hasattr(val, "shape"):
+                    cx = TorchContext(g, Builder(g, opset=OPSET, names=self.names), self)
+                    env[node] = g.append_input(Value(node.name, cx.meta_type(val)))
+                elif isinstance(val, (int, float, bool)) or val is None:
+                    env[node] = val  # specialized to the example's value by torch.export
+                else:
+                    raise FrontendError(f"input {node.name!r} is a {type(val).__name__}; only tensors and "
+                                        "constant numbers can be graph inputs")  # fmt: skip
+            elif kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+                tensor = ep.state_dict.get(spec.target) if kind != "CONSTANT_TENSOR" else None
+                if tensor is None:
+                    tensor = ep.constants.get(spec.target)
+                if tensor is None or not hasattr(tensor, "dtype"):
+                    raise FrontendError(f"{kind.lower()} {spec.target!r} has no tensor in the exported program")
+                arr = tensor_array(tensor)
+                v = Value(spec.target, TensorType(to_dtype(tensor.dtype), tuple(arr.shape)),
+                          NumpyTensor(arr, to_dtype(tensor.dtype)))  # fmt: skip
+                env[node] = g.add_initializer(v)
+            else:
+                raise FrontendError(f"exported input {spec.arg.name!r} of kind {kind} is not supported (a token or "
+                                    "custom object); export a module without side effects")  # fmt: skip
+        outputs = self.convert(ep.graph_module, g, env, top=True)
+        user = [s for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
+        mutations = [s for s in sig.output_specs if s.kind.name != "USER_OUTPUT"]
+        if mutations:
+            import warnings
+
+            warnings.warn(f"the module updates {len(mutations)} buffer(s) in place ({mutations[0].target}, ...); the "
+                          "imported model computes its outputs only, without those updates", stacklevel=3)  # fmt: skip
+        index = {s.arg.name: i for i, s in enumerate(sig.output_specs) if hasattr(s.arg, "name")}
+        e = Emitter(g, Builder(g, opset=OPSET, names=self.names))
+        finals = []
+        for s in user:
+            v = outputs[index[s.arg.name]] if s.arg.name in index else None
+            finals.append(self._graph_output(e, v, s.arg.name, finals))
+        g.set_outputs(finals)
+        return Model(g, opset_imports={"": OPSET, **({KEEP_DOMAIN: 1} if self.keep_unmapped else {})},
+                     producer_name="irforge.from_torch")  # fmt: skip
+
+    def _graph_output(self, e: Emitter, v, name: str, taken: list[Value]) -> Value:
+        if not isinstance(v, Value):
+            if isinstance(v, (int, float, bool)):
+                return e.emit("Identity", e.const(np.asarray(v)))
+            raise FrontendError(f"output {name!r} is a {type(v).__name__}; graph outputs must be tensors")
+        if v.is_graph_input() or v.is_initializer() or v in taken or v.is_graph_output():
+            out = e.emit("Identity", v)
+            out.type = v.type
+            return out
+        return v
+
+    def subgraph(self, gm, bindings: Sequence[Value], hint: str) -> tuple[Graph, list[Value]]:
+        """Convert ``gm`` into a new graph (a branch body) whose placeholders read ``bindings``."""
+        sub = Graph(name=hint)
+        return sub, self.subgraph_into(gm, sub, bindings, hint + ".")
+
+    def subgraph_into(self, gm, graph: Graph, bindings: Sequence[Value], prefix: str) -> list:
+        """Convert ``gm`` into ``graph`` (which may already hold nodes) with its placeholders bound."""
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(bindings):
+            raise FrontendError(f"{prefix.rstrip('.')}: {len(placeholders)} operands expected, {len(bindings)} given")
+        env = dict(zip(placeholders, bindings, strict=True))
+        return self.convert(gm, graph, env, top=False, prefix=prefix)
+
+    def convert(self, gm, graph: Graph, env: dict, *, top: bool, prefix: str = "") -> list:
+        cx = TorchContext(graph, Builder(graph, opset=OPSET, names=self.names), self)
+        outputs: list = []
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "get_attr":
+                env[node] = getattr(gm, node.target)
+                continue
+            if node.op == "output":
+                outputs = list(_flatten(_map_args(node.args[0], env)))
+                break
+            if node.op != "call_function":
+                raise FrontendError(f"node {node.name!r}: FX op {node.op!r} is not supported after export")
+            env[node] = self._call(cx, node, env, top, prefix)
+        return outputs
+
+    def _call(self, cx: TorchContext, node, env, top: bool, prefix: str):
+        name = op_name(node.target)
+        cx.fx = node
+        cx.metadata = {FRAMEWORK_OP: name}
+        loc = location(node)
+        if loc:
+            cx.metadata[SOURCE] = loc
+        stack = node.meta.get("nn_module_stack")
+        if stack:
+            path = list(stack.values())[-1][0]
+            if path:
+                cx.metadata[MODULE] = re.sub(r"^L\['self'\]\.?|^L__self__\.?", "", str(path))
+        args = _map_args(node.args, env)
+        kwargs = {k: _map_args(v, env) for k, v in node.kwargs.items()}
+        fn = _lookup(self.table, node)
+        first_new = len(cx.b.created)
+        try:
+            if fn is None:
+                raise NotMapped("no mapping")
+            result = fn(cx, *args, **kwargs)
+        except NotMapped as e:
+            if not self.keep_unmapped:
+                where = f" at {loc}" if loc else ""
+                raise FrontendError(f"{name} (node {node.name!r}{where}): cannot be mapped: {e}. Map it from a plugin "
+                                    "(irforge_register_frontend_ops) or import with keep_unmapped=True") from None
+            del cx.b.created[first_new:]
+            result = self._keep(cx, node, name, args, kwargs)
+        created = cx.b.created[first_new:]
+        self._name_results(cx, node, result, created, prefix)
+        return result
+
+    def _keep(self, cx: TorchContext, node, name: str, args, kwargs):
+        """An op kept as a ``torch.aten`` node: tensor operands become inputs, the rest attributes."""
+        inputs = [a for a in _flatten(args) if isinstance(a, Value)]
+        attrs = {}
+        for i, a in enumerate(args):
+            if isinstance(a, (int, float, str)) and not isinstance(a, bool):
+                attrs[f"arg{i}"] = a
+            elif isinstance(a, (list, tuple)) and a and all(isinstance(x, int) for x in a):
+                attrs[f"arg{i}"] = list(a)
+        for k, a in kwargs.items():
+            if isinstance(a, (int, float, str)) and not isinstance(a, bool):
+                attrs[k] = a
+        val = cx.val
+        n_out = len(val) if isinstance(val, (list, tuple)) else 1
+        op = name[len("aten."):] if name.startswith("aten.") else name
+        n = cx.node_typed(op, inputs, attrs, outputs=n_out, domain=KEEP_DOMAIN)
+        return tuple(n.outputs) if isinstance(val, (list, tuple)) else n.outputs[0]
+
+    def _name_results(self, cx, node, result, created: list[Node], prefix: str) -> None:
+        """Values made for an FX node carry its name (prefixed inside subgraphs) and its meta type."""
+        made = {o for n in created for o in n.outputs if o is not None}
+        if created:
+            created[-1].name = prefix + node.name
+        vals = node.meta.get("val")
+        if isinstance(result, Value):
+            pairs = [(result, vals, node.name)]
+        elif isinstance(result, (list, tuple)):
+            metas = list(vals) if isinstance(vals, (list, tuple)) else [None] * len(result)
+            pairs = [(r, m, f"{node.name}.{i}") for i, (r, m) in enumerate(zip(result, metas, strict=False))]
+        else:
+            return
+        for v, meta, name in pairs:
+            if not isinstance(v, Value) or v not in made:
+                continue
+            if v.type is None or (isinstance(v.type, TensorType) and v.type.shape is None):
+                t = cx.meta_type(meta)
+                if t is not None:
+                    v.type = t
+            v.name = self.names.fresh(prefix + name) if prefix else name
+
+
+def _map_args(a, env):
+    import torch.fx
+
+    if isinstance(a, torch.fx.Node):
+        return env[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_map_args(x, env) for x in a) if not hasattr(a, "_fields") else [_map_args(x, env) for x in a]
+    if isinstance(a, dict):
+        return {k: _map_args(v, env) for k, v in a.items()}
+    return a
+
+
+def _flatten(a):
+    if isinstance(a, (list, tuple)):
+        for x in a:
+            yield from _flatten(x)
+    else:
+        yield a
+
+
+SYM_OPS = {"operator.add": operator.add, "operator.sub": operator.sub, "operator.mul": operator.mul,
+           "operator.floordiv": operator.floordiv, "operator.mod": operator.mod}  # fmt: skip

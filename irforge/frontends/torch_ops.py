@@ -1,0 +1,1309 @@
+"""Core ATen ops → ONNX ops.  ``TABLE`` maps ``aten.name.overload`` (or ``aten.name.*`` for every
+overload) to a converter ``fn(cx, *args, **kwargs)``: ``cx`` is a
+:class:`~irforge.frontends.torch.TorchContext`, the arguments are the FX node's with tensors
+replaced by IR values.  A converter returns a value or a tuple of values (``None`` for an output
+nobody reads), or raises :class:`~irforge.frontends.common.NotMapped` for a use it cannot express.
+
+Type promotion is torch's: the FX node's output dtype (``cx.out_dtype``) is what operands are
+cast to, so ``int_tensor * 0.5`` computes in float.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from ..core_ir.dtypes import DataType, is_floating, to_numpy
+from ..core_ir.value import Value
+from .common import NotMapped
+
+TABLE: dict = {}
+INT64_MAX = 2**63 - 1
+
+
+def aten(*names: str):
+    def register(fn):
+        for n in names:
+            TABLE[n if n.startswith(("operator.", "torch.", "higher_order.", "aten.")) else "aten." + n] = fn
+        return fn
+
+    return register
+
+
+def _axis(d: int, rank: int) -> int:
+    return d + rank if d < 0 else d
+
+
+def _shape_of(cx, v: Value) -> Value:
+    return cx.emit("Shape", v)
+
+
+def _dim_size(cx, v: Value, axis: int) -> Value:
+    """The size of ``v`` along ``axis`` as a 1-element int64 tensor."""
+    d = cx.shape(v)[axis] if v.type is not None and v.type.shape is not None else None
+    if isinstance(d, int):
+        return cx.const(np.asarray([d], np.int64))
+    return cx.emit("Shape", v, start=axis, end=axis + 1 if axis != -1 else None) if axis != -1 else cx.emit(
+        "Shape", v, start=-1)
+
+
+# -- element-wise -------------------------------------------------------------------------------
+
+_UNARY = {
+    "abs": "Abs", "acos": "Acos", "acosh": "Acosh", "asin": "Asin", "asinh": "Asinh", "atan": "Atan",
+    "atanh": "Atanh", "ceil": "Ceil", "cos": "Cos", "cosh": "Cosh", "erf": "Erf", "exp": "Exp", "floor": "Floor",
+    "log": "Log", "neg": "Neg", "reciprocal": "Reciprocal", "relu": "Relu", "sigmoid": "Sigmoid", "sign": "Sign",
+    "sin": "Sin", "sinh": "Sinh", "sqrt": "Sqrt", "tan": "Tan", "tanh": "Tanh",
+}  # fmt: skip
+
+
+def _unary(onnx_op: str):
+    def convert(cx, x, *rest, **kw):
+        return cx.emit_typed(onnx_op, cx.tensor(x))
+
+    return convert
+
+
+for _name, _op in _UNARY.items():
+    aten(f"{_name}.default")(_unary(_op))
+
+
+@aten("round.default")
+def _round(cx, x):
+    return cx.emit_typed("Round", cx.tensor(x)) if is_floating(cx.out_dtype) else x
+
+
+@aten("round.decimals")
+def _round_decimals(cx, x, decimals=0):
+    scale = cx.tensor(10.0**decimals)
+    return cx.emit_typed("Div", cx.emit("Round", cx.emit("Mul", cx.tensor(x), scale)), scale)
+
+
+@aten("trunc.default")
+def _trunc(cx, x):
+    if not is_floating(cx.out_dtype):
+        return x
+    x = cx.tensor(x)
+    return cx.emit_typed("Mul", cx.emit("Sign", x), cx.emit("Floor", cx.emit("Abs", x)))
+
+
+@aten("frac.default")
+def _frac(cx, x):
+    return cx.emit_typed("Sub", cx.tensor(x), _trunc(cx, x))
+
+
+@aten("rsqrt.default")
+def _rsqrt(cx, x):
+    return cx.emit_typed("Reciprocal", cx.emit("Sqrt", cx.tensor(x)))
+
+
+@aten("expm1.default")
+def _expm1(cx, x):
+    return cx.emit_typed("Sub", cx.emit("Exp", cx.tensor(x)), cx.tensor(1))
+
+
+@aten("log1p.default")
+def _log1p(cx, x):
+    return cx.emit_typed("Log", cx.emit("Add", cx.tensor(x), cx.tensor(1)))
+
+
+@aten("log2.default", "log10.default")
+def _log_base(cx, x):
+    base = 2.0 if "log2" in str(cx.fx.target) else 10.0
+    return cx.emit_typed("Div", cx.emit("Log", cx.tensor(x)), cx.tensor(math.log(base)))
+
+
+@aten("exp2.default")
+def _exp2(cx, x):
+    return cx.emit_typed("Pow", cx.tensor(2.0), cx.tensor(x))
+
+
+@aten("logical_not.default")
+def _logical_not(cx, x):
+    return cx.emit_typed("Not", _as_bool(cx, x))
+
+
+@aten("bitwise_not.default")
+def _bitwise_not(cx, x):
+    if cx.out_dtype == DataType.BOOL:
+        return cx.emit_typed("Not", x)
+    return cx.emit_typed("BitwiseNot", x)
+
+
+@aten("isnan.default")
+def _isnan(cx, x):
+    if not is_floating(cx.dtype(x)):
+        return _falses(cx, x)
+    return cx.emit_typed("IsNaN", x)
+
+
+@aten("isinf.default")
+def _isinf(cx, x):
+    if not is_floating(cx.dtype(x)):
+        return _falses(cx, x)
+    return cx.emit_typed("IsInf", x)
+
+
+def _falses(cx, x):
+    return cx.emit_typed("Expand", cx.const(np.asarray(False)), _shape_of(cx, x))
+
+
+def _as_bool(cx, x):
+    if isinstance(x, Value) and cx.dtype(x) != DataType.BOOL:
+        return cx.emit("Not", cx.emit("Equal", x, cx.tensor(0, cx.dtype(x))))
+    return cx.tensor(x, DataType.BOOL)
+
+
+@aten("gelu.default")
+def _gelu(cx, x, approximate="none"):
+    return cx.emit_typed("Gelu", cx.tensor(x), approximate=approximate)
+
+
+@aten("hardtanh.default")
+def _hardtanh(cx, x, min_val=-1.0, max_val=1.0):
+    return cx.emit_typed("Clip", cx.tensor(x), cx.tensor(min_val), cx.tensor(max_val))
+
+
+@aten("leaky_relu.default")
+def _leaky_relu(cx, x, negative_slope=0.01):
+    return cx.emit_typed("LeakyRelu", cx.tensor(x), alpha=float(negative_slope))
+
+
+@aten("elu.default")
+def _elu(cx, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    x = cx.tensor(x)
+    if input_scale != 1:
+        x = cx.emit("Mul", x, cx.tensor(input_scale))
+    y = cx.emit("Elu", x, alpha=float(alpha))
+    return cx.emit_typed("Mul", y, cx.tensor(scale)) if scale != 1 else y
+
+
+@aten("_prelu_kernel.default")
+def _prelu(cx, x, w):
+    rank = cx.rank(x)
+    if rank >= 2 and cx.rank(w) == 1:
+        w = cx.emit("Reshape", w, cx.const(np.asarray([-1] + [1] * (rank - 2), np.int64)))
+    return cx.emit_typed("PRelu", x, w)
+
+
+@aten("hardsigmoid.default")
+def _hardsigmoid(cx, x):
+    return cx.emit_typed("HardSigmoid", cx.tensor(x), alpha=1 / 6, beta=0.5)
+
+
+@aten("hardswish.default")
+def _hardswish(cx, x):
+    return cx.emit_typed("HardSwish", cx.tensor(x))
+
+
+@aten("softplus.default")
+def _softplus(cx, x, beta=1, threshold=20):
+    x = cx.tensor(x)
+    bx = cx.emit("Mul", x, cx.tensor(beta)) if beta != 1 else x
+    soft = cx.emit("Softplus", bx)
+    if beta != 1:
+        soft = cx.emit("Div", soft, cx.tensor(beta))
+    return cx.emit_typed("Where", cx.emit("Greater", bx, cx.tensor(threshold)), x, soft)
+
+
+@aten("clamp.default", "clamp.Tensor", "clamp_min.default", "clamp_max.default", "clamp_min.Tensor",
+      "clamp_max.Tensor")  # fmt: skip
+def _clamp(cx, x, lo=None, hi=None):
+    target = str(cx.fx.target)
+    if "clamp_max" in target:
+        lo, hi = None, lo
+    y = cx.tensor(x)
+    if lo is not None:
+        y = cx.emit("Max", y, cx.tensor(lo))
+    if hi is not None:
+        y = cx.emit("Min", y, cx.tensor(hi))
+    return cx.emit_typed("Identity", y)
+
+
+# -- binary --------------------------------------------------------------------------------------
+
+
+def _promoted(cx, *xs) -> DataType:
+    """torch.result_type of the operands (tensors, 0-d tensors and Python numbers)."""
+    import torch
+
+    samples = []
+    for x in xs:
+        if isinstance(x, Value):
+            t = x.type
+            shape = (1,) if t.shape is None or len(t.shape) > 0 else ()
+            samples.append(torch.empty(shape, dtype=_torch_dtype(t.dtype)))
+        else:
+            samples.append(x)
+    out = samples[0]
+    dtype = None
+    for s in samples[1:]:
+        dtype = torch.result_type(out, s)
+        tensors = [t for t in (out, s) if isinstance(t, torch.Tensor)]
+        if not tensors:
+            out = s
+        else:  # a dimensioned tensor outranks a 0-d one in torch's promotion
+            out = torch.empty((1,) if any(t.dim() for t in tensors) else (), dtype=dtype)
+    if dtype is None:
+        return cx.dtype(xs[0]) if isinstance(xs[0], Value) else cx.out_dtype
+    from .torch import to_dtype
+
+    return to_dtype(dtype)
+
+
+def _torch_dtype(dt: DataType):
+    import torch
+
+    from .torch import to_dtype
+
+    for name in dir(torch):
+        obj = getattr(torch, name)
+        if isinstance(obj, torch.dtype):
+            try:
+                if to_dtype(obj) == dt:
+                    return obj
+            except NotMapped:
+                pass
+    raise NotMapped(f"dtype {dt.name}")
+
+
+def _binary(onnx_op: str, bool_op: str | None = None):
+    def convert(cx, a, b, *, alpha=1, rounding_mode=None):
+        dt = cx.out_dtype
+        if dt == DataType.BOOL:
+            if bool_op is None:
+                raise NotMapped(f"{onnx_op} of booleans")
+            return cx.emit_typed(bool_op, cx.tensor(a), cx.tensor(b))
+        a, b = cx.tensor(a), cx.tensor(b)
+        if alpha != 1:
+            b = cx.emit("Mul", b, cx.tensor(alpha))
+        return cx.emit_typed(onnx_op, a, b)
+
+    return convert
+
+
+aten("add.Tensor", "add.Scalar")(_binary("Add", "Or"))
+aten("mul.Tensor", "mul.Scalar")(_binary("Mul", "And"))
+aten("maximum.default")(_binary("Max", "Or"))
+aten("minimum.default")(_binary("Min", "And"))
+aten("bitwise_and.Tensor", "bitwise_and.Scalar")(_binary("BitwiseAnd", "And"))
+aten("bitwise_or.Tensor", "bitwise_or.Scalar")(_binary("BitwiseOr", "Or"))
+aten("bitwise_xor.Tensor", "bitwise_xor.Scalar")(_binary("BitwiseXor", "Xor"))
+
+
+@aten("sub.Tensor", "sub.Scalar")
+def _sub(cx, a, b, *, alpha=1):
+    return _binary("Sub")(cx, a, b, alpha=alpha)
+
+
+@aten("rsub.Scalar", "rsub.Tensor")
+def _rsub(cx, a, b, *, alpha=1):
+    return _binary("Sub")(cx, b, a if alpha == 1 else cx.emit("Mul", cx.tensor(a), cx.tensor(alpha)))
+
+
+@aten("div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode")
+def _div(cx, a, b, *, rounding_mode=None):
+    dt = cx.out_dtype
+    if rounding_mode is None:
+        return cx.emit_typed("Div", cx.tensor(a), cx.tensor(b))
+    if is_floating(dt):
+        q = cx.emit("Div", cx.tensor(a), cx.tensor(b))
+        if rounding_mode == "floor":
+            return cx.emit_typed("Floor", q)
+        return _trunc(cx, q)
+    a, b = cx.tensor(a), cx.tensor(b)
+    q = cx.emit("Div", a, b)  # integer Div truncates toward zero
+    if rounding_mode == "trunc":
+        return cx.emit_typed("Identity", q)
+    return _floor_adjust(cx, a, b, q)
+
+
+def _floor_adjust(cx, a, b, q):
+    r = cx.emit("Mod", a, b, fmod=1)
+    zero = cx.tensor(0)
+    adjust = cx.emit("And", cx.emit("Not", cx.emit("Equal", r, zero)),
+                     cx.emit("Xor", cx.emit("Less", a, zero), cx.emit("Less", b, zero)))  # fmt: skip
+    return cx.emit_typed("Sub", q, cx.emit("Cast", adjust, to=int(cx.out_dtype)))
+
+
+@aten("floor_divide.default", "floor_divide.Scalar")
+def _floor_divide(cx, a, b):
+    return _div(cx, a, b, rounding_mode="floor")
+
+
+@aten("remainder.Tensor", "remainder.Scalar", "remainder.Scalar_Tensor")
+def _remainder(cx, a, b):
+    a, b = cx.tensor(a), cx.tensor(b)
+    if not is_floating(cx.out_dtype):
+        return cx.emit_typed("Mod", a, b, fmod=0)
+    r = cx.emit("Mod", a, b, fmod=1)
+    zero = cx.tensor(0)
+    fix = cx.emit("And", cx.emit("Not", cx.emit("Equal", r, zero)),
+                  cx.emit("Xor", cx.emit("Less", r, zero), cx.emit("Less", b, zero)))  # fmt: skip
+    return cx.emit_typed("Where", fix, cx.emit("Add", r, b), r)
+
+
+@aten("fmod.Tensor", "fmod.Scalar")
+def _fmod(cx, a, b):
+    return cx.emit_typed("Mod", cx.tensor(a), cx.tensor(b), fmod=1)
+
+
+@aten("pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar")
+def _pow(cx, a, b):
+    if not is_floating(cx.out_dtype):
+        raise NotMapped("integer pow (ONNX Pow rounds through floating point)")
+    return cx.emit_typed("Pow", cx.tensor(a), cx.tensor(b))
+
+
+@aten("atan2.default")
+def _atan2(cx, y, x):
+    y, x = cx.tensor(y), cx.tensor(x)
+    base = cx.emit("Atan", cx.emit("Div", y, x))
+    pi = cx.tensor(math.pi)
+    zero = cx.tensor(0)
+    x_neg = cx.emit("Less", x, zero)
+    y_neg = cx.emit("Less", y, zero)
+    shift = cx.emit("Where", x_neg, cx.emit("Where", y_neg, cx.emit("Neg", pi), pi), zero)
+    return cx.emit_typed("Add", base, shift)
+
+
+@aten("where.self")
+def _where(cx, cond, a, b):
+    return cx.emit_typed("Where", _as_bool(cx, cond), cx.tensor(a), cx.tensor(b))
+
+
+def _compare(onnx_op: str, negate: bool = False):
+    def convert(cx, a, b):
+        dt = _promoted(cx, a, b)
+        a, b = cx.tensor(a, dt), cx.tensor(b, dt)
+        if dt == DataType.BOOL and onnx_op in ("Less", "Greater", "LessOrEqual", "GreaterOrEqual"):
+            a, b = cx.cast(a, DataType.INT32), cx.cast(b, DataType.INT32)
+        if negate:
+            return cx.emit_typed("Not", cx.emit(onnx_op, a, b))
+        return cx.emit_typed(onnx_op, a, b)
+
+    return convert
+
+
+aten("eq.Tensor", "eq.Scalar")(_compare("Equal"))
+aten("ne.Tensor", "ne.Scalar")(_compare("Equal", negate=True))
+aten("lt.Tensor", "lt.Scalar")(_compare("Less"))
+aten("le.Tensor", "le.Scalar")(_compare("LessOrEqual"))
+aten("gt.Tensor", "gt.Scalar")(_compare("Greater"))
+aten("ge.Tensor", "ge.Scalar")(_compare("GreaterOrEqual"))
+
+
+def _logical(onnx_op: str):
+    def convert(cx, a, b):
+        return cx.emit_typed(onnx_op, _as_bool(cx, a), _as_bool(cx, b))
+
+    return convert
+
+
+aten("logical_and.default")(_logical("And"))
+aten("logical_or.default")(_logical("Or"))
+aten("logical_xor.default")(_logical("Xor"))
+
+
+# -- reductions ----------------------------------------------------------------------------------
+
+
+def _axes(cx, x, dims) -> list[int] | None:
+    rank = cx.rank(x)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return None
+    dims = [dims] if isinstance(dims, int) else dims
+    return sorted(_axis(d, rank) for d in dims) if rank else None
+
+
+def _reduce(cx, onnx_op: str, x, dims, keepdim: bool, dtype=None) -> Value:
+    """``onnx_op`` over ``dims``; with ``dtype`` it computes in that type, untyped for the caller to cast."""
+    x = cx.tensor(x, cx.out_dtype if dtype is None else dtype)
+    axes = _axes(cx, x, dims)
+    emit = cx.emit if dtype is not None else cx.emit_typed
+    if cx.rank(x) == 0:
+        return emit("Identity", x)
+    inputs = [x] if axes is None else [x, cx.const(np.asarray(axes, np.int64))]
+    return emit(onnx_op, *inputs, keepdims=int(bool(keepdim)))
+
+
+@aten("sum.dim_IntList", "sum.default")
+def _sum(cx, x, dims=None, keepdim=False, *, dtype=None):
+    return _reduce(cx, "ReduceSum", x, dims, keepdim)
+
+
+@aten("mean.dim", "mean.default")
+def _mean(cx, x, dims=None, keepdim=False, *, dtype=None):
+    return _reduce(cx, "ReduceMean", x, dims, keepdim)
+
+
+@aten("prod.dim_int", "prod.default")
+def _prod(cx, x, dim=None, keepdim=False, *, dtype=None):
+    return _reduce(cx, "ReduceProd", x, dim, keepdim)
+
+
+@aten("amax.default", "max.default")
+def _amax(cx, x, dims=None, keepdim=False):
+    return _reduce_bool_aware(cx, "ReduceMax", x, dims, keepdim)
+
+
+@aten("amin.default", "min.default")
+def _amin(cx, x, dims=None, keepdim=False):
+    return _reduce_bool_aware(cx, "ReduceMin", x, dims, keepdim)
+
+
+def _reduce_bool_aware(cx, onnx_op, x, dims, keepdim):
+    if cx.out_dtype == DataType.BOOL:
+        y = _reduce(cx, onnx_op, cx.cast(x, DataType.INT32), dims, keepdim, dtype=DataType.INT32)
+        return cx.emit_typed("Cast", y, to=int(DataType.BOOL))
+    return _reduce(cx, onnx_op, x, dims, keepdim)
+
+
+@aten("any.dim", "any.dims", "any.default", "all.dim", "all.dims", "all.default")
+def _any_all(cx, x, dims=None, keepdim=False):
+    op = "ReduceMax" if "any" in str(cx.fx.target) else "ReduceMin"
+    flags = cx.cast(_as_bool(cx, x), DataType.INT32)
+    y = _reduce(cx, op, flags, dims, keepdim, dtype=DataType.INT32)
+    return cx.emit_typed("Cast", y, to=int(DataType.BOOL))
+
+
+@aten("var.correction", "var.dim")
+def _var(cx, x, dims=None, *, correction=None, keepdim=False, unbiased=None):
+    return _variance(cx, x, dims, correction, keepdim)
+
+
+def _variance(cx, x, dims, correction, keepdim, out=True):
+    x = cx.tensor(x)
+    axes = _axes(cx, x, dims)
+    axes_v = [] if axes is None else [cx.const(np.asarray(axes, np.int64))]
+    mean = cx.emit("ReduceMean", x, *axes_v, keepdims=1)
+    d = cx.emit("Sub", x, mean)
+    ss = cx.emit("ReduceSum", cx.emit("Mul", d, d), *axes_v, keepdims=int(bool(keepdim)))
+    n = cx.emit("Div", cx.cast(cx.emit("Size", x), cx.out_dtype), cx.cast(cx.emit("Size", mean), cx.out_dtype))
+    c = 1 if correction is None else correction
+    denom = cx.emit("Max", cx.emit("Sub", n, cx.tensor(c)), cx.tensor(0))
+    return (cx.emit_typed if out else cx.emit)("Div", ss, denom)
+
+
+@aten("argmax.default", "argmin.default")
+def _argmax(cx, x, dim=None, keepdim=False):
+    op = "ArgMax" if "argmax" in str(cx.fx.target) else "ArgMin"
+    x = _orderable(cx, x)
+    if dim is None:
+        flat = cx.emit("Reshape", x, cx.const(np.asarray([-1], np.int64)))
+        y = cx.emit(op, flat, axis=0, keepdims=0)
+        if keepdim:
+            return cx.emit_typed("Reshape", y, cx.const(np.ones(cx.rank(x), np.int64)))
+        return cx.emit_typed("Identity", y)
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Identity", cx.const(np.asarray(0)))
+    return cx.emit_typed(op, x, axis=_axis(dim, cx.rank(x)), keepdims=int(bool(keepdim)))
+
+
+def _orderable(cx, x):
+    return cx.cast(x, DataType.INT32) if cx.dtype(x) == DataType.BOOL else x
+
+
+@aten("max.dim", "min.dim")
+def _max_dim(cx, x, dim, keepdim=False):
+    is_max = str(cx.fx.target).startswith("aten.max")
+    x = _orderable(cx, x)
+    if cx.rank(x) == 0:
+        return cx.emit("Identity", x), cx.const(np.asarray(0))
+    axis = _axis(dim, cx.rank(x))
+    n = cx.node_typed("TopK", [x, cx.const(np.asarray([1], np.int64))], {"axis": axis, "largest": int(is_max)},
+                      outputs=2)  # fmt: skip
+    values, indices = n.outputs
+    values.type = indices.type = None
+    if not keepdim:
+        ax = cx.const(np.asarray([axis], np.int64))
+        values, indices = cx.emit("Squeeze", values, ax), cx.emit("Squeeze", indices, ax)
+    if cx.out_dtype != cx.dtype(x):
+        values = cx.cast(values, cx.out_dtype)
+    return values, indices
+
+
+@aten("cumsum.default")
+def _cumsum(cx, x, dim, *, dtype=None):
+    x = cx.tensor(x)
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Identity", x)
+    return cx.emit_typed("CumSum", x, cx.const(np.asarray(_axis(dim, cx.rank(x)), np.int64)))
+
+
+@aten("sort.default", "sort.stable")
+def _sort(cx, x, *args, stable=None, dim=-1, descending=False):
+    if args:  # sort.default(x, dim, descending)
+        dim = args[0]
+        if len(args) > 1:
+            descending = args[1]
+    if cx.rank(x) == 0:
+        return cx.emit("Identity", x), cx.const(np.asarray(0))
+    if not is_floating(cx.dtype(x)) and cx.dtype(x) != DataType.INT64:
+        raise NotMapped(f"sort of {cx.dtype(x).name}")
+    axis = _axis(dim, cx.rank(x))
+    k = _dim_size(cx, x, axis)
+    n = cx.node_typed("TopK", [x, k], {"axis": axis, "largest": int(bool(descending)), "sorted": 1}, outputs=2)
+    return tuple(n.outputs)
+
+
+@aten("topk.default")
+def _topk(cx, x, k, dim=-1, largest=True, sorted=True):
+    if cx.rank(x) == 0:
+        return cx.emit("Identity", x), cx.const(np.asarray(0))
+    axis = _axis(dim, cx.rank(x))
+    n = cx.node_typed("TopK", [x, cx.int64s([k])], {"axis": axis, "largest": int(bool(largest)), "sorted": 1},
+                      outputs=2)  # fmt: skip
+    return tuple(n.outputs)
+
+
+# -- shapes and data movement ------------------------------------------------------------------
+
+
+@aten("view.default", "_unsafe_view.default", "reshape.default", "view_copy.default")
+def _view(cx, x, shape):
+    if any(isinstance(d, int) and d == 0 for d in shape):
+        return cx.emit_typed("Reshape", x, cx.int64s(shape), allowzero=1)
+    return cx.emit_typed("Reshape", x, cx.int64s(_static_sizes(cx, x, shape)))
+
+
+def _static_sizes(cx, x, sizes):
+    """Symbolic sizes of a reshape target as Reshape's 0 (same as the input's dim) or a single -1,
+    so the target is a constant whenever that is enough: backends then see a static reshape."""
+    out = cx.out_shape
+    sizes = list(sizes)
+    symbolic = [i for i, s in enumerate(sizes) if not isinstance(s, int)]
+    if not symbolic or len(out) != len(sizes):
+        return sizes
+    mine = cx.shape(x) if x.type is not None and x.type.shape is not None else ()
+    for i in symbolic:
+        if i < len(mine) and isinstance(out[i], str) and mine[i] == out[i]:
+            sizes[i] = 0
+    left = [i for i, s in enumerate(sizes) if not isinstance(s, int)]
+    if len(left) == 1 and -1 not in sizes:
+        sizes[left[0]] = -1
+    return sizes
+
+
+@aten("permute.default", "permute_copy.default")
+def _permute(cx, x, dims):
+    rank = cx.rank(x)
+    if rank == 0:
+        return cx.emit_typed("Identity", x)
+    return cx.emit_typed("Transpose", x, perm=[_axis(d, rank) for d in dims])
+
+
+@aten("t.default")
+def _t(cx, x):
+    return cx.emit_typed("Transpose", x, perm=[1, 0]) if cx.rank(x) == 2 else cx.emit_typed("Identity", x)
+
+
+@aten("transpose.int")
+def _transpose(cx, x, a, b):
+    rank = cx.rank(x)
+    if rank == 0:
+        return cx.emit_typed("Identity", x)
+    perm = list(range(rank))
+    a, b = _axis(a, rank), _axis(b, rank)
+    perm[a], perm[b] = perm[b], perm[a]
+    return cx.emit_typed("Transpose", x, perm=perm)
+
+
+@aten("unsqueeze.default", "unsqueeze_copy.default")
+def _unsqueeze(cx, x, dim):
+    return cx.emit_typed("Unsqueeze", x, cx.const(np.asarray([_axis(dim, cx.rank(x) + 1)], np.int64)))
+
+
+@aten("squeeze.dim", "squeeze.dims", "squeeze.default", "squeeze_copy.dims", "squeeze_copy.dim")
+def _squeeze(cx, x, dims=None):
+    shape = cx.shape(x)
+    rank = len(shape)
+    if dims is None:
+        dims = list(range(rank))
+    dims = [dims] if isinstance(dims, int) else dims
+    axes = sorted({_axis(d, rank) for d in dims if rank and shape[_axis(d, rank)] == 1})
+    if not axes:
+        return cx.emit_typed("Identity", x)
+    return cx.emit_typed("Squeeze", x, cx.const(np.asarray(axes, np.int64)))
+
+
+@aten("expand.default", "expand_copy.default")
+def _expand(cx, x, sizes, *, implicit=False):
+    sizes = [1 if isinstance(s, int) and s == -1 else s for s in sizes]
+    mine, out = cx.shape(x), cx.out_shape
+    for i, s in enumerate(sizes):  # a symbolic size the input already has: Expand's 1 keeps it
+        j = i - (len(sizes) - len(mine))
+        if not isinstance(s, int) and j >= 0 and isinstance(out[i], str) and mine[j] == out[i]:
+            sizes[i] = 1
+    return cx.emit_typed("Expand", x, cx.int64s(sizes))
+
+
+@aten("cat.default")
+def _cat(cx, tensors, dim=0):
+    rank = cx.out_rank
+    keep = [t for t in tensors if not (cx.rank(t) == 1 and cx.shape(t)[0] == 0 and rank > 1)]
+    if not keep:
+        return cx.emit_typed("Identity", tensors[0])
+    return cx.emit_typed("Concat", *(cx.tensor(t) for t in keep), axis=_axis(dim, rank))
+
+
+@aten("stack.default")
+def _stack(cx, tensors, dim=0):
+    axis = _axis(dim, cx.out_rank)
+    ax = cx.const(np.asarray([axis], np.int64))
+    return cx.emit_typed("Concat", *(cx.emit("Unsqueeze", cx.tensor(t), ax) for t in tensors), axis=axis)
+
+
+@aten("split_with_sizes.default", "split_with_sizes_copy.default")
+def _split_with_sizes(cx, x, sizes, dim=0):
+    axis = _axis(dim, cx.rank(x))
+    n = cx.node_typed("Split", [x, cx.int64s(sizes)], {"axis": axis}, outputs=len(sizes))
+    return list(n.outputs)
+
+
+@aten("split.Tensor", "split_copy.Tensor")
+def _split(cx, x, size, dim=0):
+    axis = _axis(dim, cx.rank(x))
+    total = cx.shape(x)[axis]
+    if not isinstance(total, int) or not isinstance(size, int):
+        raise NotMapped("split of a symbolic size")
+    sizes = [min(size, total - i) for i in range(0, total, size)] or [0]
+    return _split_with_sizes(cx, x, sizes, dim)
+
+
+@aten("unbind.int")
+def _unbind(cx, x, dim=0):
+    axis = _axis(dim, cx.rank(x))
+    n = cx.shape(x)[axis]
+    if not isinstance(n, int):
+        raise NotMapped("unbind of a symbolic size")
+    parts = cx.fx("Split", [x, cx.const(np.ones(n, np.int64))], {"axis": axis}, outputs=n).outputs
+    ax = cx.const(np.asarray([axis], np.int64))
+    return [cx.emit("Squeeze", p, ax) for p in parts]
+
+
+@aten("slice.Tensor", "slice_copy.Tensor")
+def _slice(cx, x, dim=0, start=None, end=None, step=1):
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Identity", x)
+    axis = _axis(dim, cx.rank(x))
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    if isinstance(start, int) and isinstance(end, int) and isinstance(cx.shape(x)[axis], int):
+        size = cx.shape(x)[axis]
+        if start == 0 and end >= size and step == 1:
+            return cx.emit_typed("Identity", x)
+    return cx.emit_typed("Slice", x, cx.int64s([start]), cx.int64s([end]),
+                         cx.const(np.asarray([axis], np.int64)), cx.int64s([step]))  # fmt: skip
+
+
+@aten("select.int", "select_copy.int")
+def _select(cx, x, dim, index):
+    axis = _axis(dim, cx.rank(x))
+    idx = cx.const(np.asarray(index, np.int64)) if isinstance(index, int) else cx.cast(index, DataType.INT64)
+    return cx.emit_typed("Gather", x, idx, axis=axis)
+
+
+@aten("narrow.default")
+def _narrow(cx, x, dim, start, length):
+    end = start + length if isinstance(start, int) and isinstance(length, int) else None
+    if end is None:
+        raise NotMapped("narrow with a symbolic start")
+    return _slice(cx, x, dim, start, end)
+
+
+@aten("index.Tensor")
+def _index(cx, x, indices):
+    rank = cx.rank(x)
+    positions = [i for i, t in enumerate(indices) if t is not None]
+    for i in positions:
+        if cx.dtype(indices[i]) == DataType.BOOL:
+            raise NotMapped("indexing with a boolean mask (data-dependent shape)")
+    if len(positions) == 1:
+        p = positions[0]
+        return cx.emit_typed("Gather", x, cx.cast(indices[p], DataType.INT64), axis=p)
+    # several index tensors: move the indexed dims to the front, GatherND, move the result back
+    idx = [cx.cast(indices[p], DataType.INT64) for p in positions]
+    target = cx.emit("Shape", cx.emit("Add", *idx[:2])) if len(idx) == 2 else None
+    if target is None:
+        acc = idx[0]
+        for t in idx[1:]:
+            acc = cx.emit("Add", acc, t)
+        target = cx.emit("Shape", acc)
+    minus1 = cx.const(np.asarray([-1], np.int64))
+    stacked = cx.emit("Concat", *(cx.emit("Unsqueeze", cx.emit("Expand", t, target), minus1) for t in idx), axis=-1)
+    rest = [d for d in range(rank) if d not in positions]
+    xt = x if positions == list(range(len(positions))) else cx.emit("Transpose", x, perm=positions + rest)
+    y = cx.emit("GatherND", xt, stacked)
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    first = positions[0]
+    if adjacent and first > 0:
+        bl = cx.out_rank - len(rest)  # rank of the broadcast index shape
+        perm = list(range(bl, bl + first)) + list(range(bl)) + list(range(bl + first, cx.out_rank))
+        y = cx.emit("Transpose", y, perm=perm)
+    return cx.emit_typed("Identity", y)
+
+
+@aten("index_put.default")
+def _index_put(cx, x, indices, values, accumulate=False):
+    positions = [i for i, t in enumerate(indices) if t is not None]
+    if positions != list(range(len(positions))):
+        raise NotMapped("index_put with a leading None index")
+    idx = []
+    shape = cx.emit("Shape", x)
+    for p in positions:
+        t = cx.cast(indices[p], DataType.INT64)
+        if cx.dtype(indices[p]) == DataType.BOOL:
+            raise NotMapped("index_put with a boolean mask")
+        size = cx.emit("Gather", shape, cx.const(np.asarray(p, np.int64)))
+        t = cx.emit("Where", cx.emit("Less", t, cx.const(np.asarray(0, np.int64))), cx.emit("Add", t, size), t)
+        idx.append(t)
+    acc = idx[0]
+    for t in idx[1:]:
+        acc = cx.emit("Add", acc, t)
+    bshape = cx.emit("Shape", acc)
+    minus1 = cx.const(np.asarray([-1], np.int64))
+    stacked = cx.emit("Concat", *(cx.emit("Unsqueeze", cx.emit("Expand", t, bshape), minus1) for t in idx), axis=-1)
+    start, end = cx.const(np.asarray([len(idx)], np.int64)), cx.const(np.asarray([INT64_MAX], np.int64))
+    tail = cx.emit("Slice", shape, start, end)
+    upd_shape = cx.emit("Concat", bshape, tail, axis=0)
+    upd = cx.emit("Expand", cx.tensor(values), upd_shape)
+    return cx.emit_typed("ScatterND", cx.tensor(x), stacked, upd, reduction="add" if accumulate else "none")
+
+
+@aten("index_select.default")
+def _index_select(cx, x, dim, index):
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Reshape", x, cx.const(np.asarray([], np.int64)))
+    return cx.emit_typed("Gather", x, cx.cast(index, DataType.INT64), axis=_axis(dim, cx.rank(x)))
+
+
+@aten("gather.default")
+def _gather(cx, x, dim, index, sparse_grad=False):
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Identity", x)
+    return cx.emit_typed("GatherElements", x, cx.cast(index, DataType.INT64), axis=_axis(dim, cx.rank(x)))
+
+
+@aten("scatter.src", "scatter.value", "scatter_add.default", "scatter.reduce", "scatter.value_reduce")
+def _scatter(cx, x, dim, index, src, reduce=None):
+    target = str(cx.fx.target)
+    reduction = "add" if "scatter_add" in target else {None: "none", "add": "add", "multiply": "mul"}[reduce]
+    if cx.rank(x) == 0:
+        raise NotMapped("scatter into a 0-d tensor")
+    index = cx.cast(index, DataType.INT64)
+    if not isinstance(src, Value):
+        src = cx.emit("Expand", cx.tensor(src), cx.emit("Shape", index))
+    else:
+        src = _crop_to(cx, cx.tensor(src), index)
+    return cx.emit_typed("ScatterElements", cx.tensor(x), index, src, axis=_axis(dim, cx.rank(x)),
+                         reduction=reduction)  # fmt: skip
+
+
+def _crop_to(cx, src, index):
+    """torch reads only the leading index.shape block of ``src``; ONNX wants them the same shape."""
+    if cx.shape(src) == cx.shape(index):
+        return src
+    rank = cx.rank(index)
+    return cx.emit("Slice", src, cx.const(np.zeros(rank, np.int64)), cx.emit("Shape", index),
+                   cx.const(np.arange(rank, dtype=np.int64)))  # fmt: skip
+
+
+@aten("scatter_reduce.two")
+def _scatter_reduce(cx, x, dim, index, src, reduce, *, include_self=True):
+    reduction = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(reduce)
+    if reduction is None or not include_self:
+        raise NotMapped(f"scatter_reduce reduce={reduce!r} include_self={include_self}")
+    index = cx.cast(index, DataType.INT64)
+    return cx.emit_typed("ScatterElements", cx.tensor(x), index, _crop_to(cx, cx.tensor(src), index),
+                         axis=_axis(dim, cx.rank(x)), reduction=reduction)  # fmt: skip
+
+
+@aten("embedding.default")
+def _embedding(cx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return cx.emit_typed("Gather", weight, cx.cast(indices, DataType.INT64), axis=0)
+
+
+@aten("_to_copy.default", "clone.default", "alias.default", "lift_fresh_copy.default", "detach.default",
+      "contiguous.default", "_to_dim_order_copy.default", "alias_copy.default")  # fmt: skip
+def _to_copy(cx, x, *args, dtype=None, **kwargs):
+    if cx.val is not None and hasattr(cx.val, "dtype") and cx.out_dtype != cx.dtype(x):
+        return cx.emit_typed("Cast", x, to=int(cx.out_dtype))
+    return cx.emit_typed("Identity", x)
+
+
+@aten("copy.default")
+def _copy(cx, dst, src, non_blocking=False):
+    return cx.emit_typed("Expand", cx.tensor(src), cx.emit("Shape", dst))
+
+
+@aten("constant_pad_nd.default")
+def _pad(cx, x, pad, value=0):
+    rank = cx.rank(x)
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        axis = rank - 1 - i
+        begins[axis], ends[axis] = pad[2 * i], pad[2 * i + 1]
+    return cx.emit_typed("Pad", cx.tensor(x), cx.int64s(begins + ends), cx.tensor(value), mode="constant")
+
+
+@aten("reflection_pad1d.default", "reflection_pad2d.default", "reflection_pad3d.default",
+      "replication_pad1d.default", "replication_pad2d.default", "replication_pad3d.default")  # fmt: skip
+def _pad_mode(cx, x, pad):
+    mode = "reflect" if "reflection" in str(cx.fx.target) else "edge"
+    rank = cx.rank(x)
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        axis = rank - 1 - i
+        begins[axis], ends[axis] = pad[2 * i], pad[2 * i + 1]
+    return cx.emit_typed("Pad", x, cx.int64s(begins + ends), mode=mode)
+
+
+@aten("flip.default")
+def _flip(cx, x, dims):
+    rank = cx.rank(x)
+    if rank == 0 or not dims:
+        return cx.emit_typed("Identity", x)
+    axes = [_axis(d, rank) for d in dims]
+    n = len(axes)
+    return cx.emit_typed("Slice", x, cx.const(np.full(n, -1, np.int64)), cx.const(np.full(n, -(2**63), np.int64)),
+                         cx.const(np.asarray(axes, np.int64)), cx.const(np.full(n, -1, np.int64)))  # fmt: skip
+
+
+@aten("repeat.default")
+def _repeat(cx, x, repeats):
+    rank = cx.rank(x)
+    extra = len(repeats) - rank
+    if extra:
+        x = cx.emit("Reshape", x, cx.int64s([1] * extra + [0] * rank))
+    return cx.emit_typed("Tile", x, cx.int64s(list(repeats)))
+
+
+@aten("tril.default", "triu.default")
+def _trilu(cx, x, diagonal=0):
+    upper = int("triu" in str(cx.fx.target))
+    return cx.emit_typed("Trilu", x, cx.const(np.asarray(diagonal, np.int64)), upper=upper)
+
+
+# -- creation --------------------------------------------------------------------------------------
+
+
+@aten("full.default", "new_full.default")
+def _full(cx, *args, dtype=None, layout=None, device=None, pin_memory=None, **kw):
+    size, value = (args[0], args[1]) if len(args) == 2 else (args[1], args[2])
+    return cx.emit_typed("Expand", cx.tensor(value), cx.int64s(list(size)))
+
+
+@aten("full_like.default")
+def _full_like(cx, x, value, **kw):
+    return cx.emit_typed("Expand", cx.tensor(value), cx.emit("Shape", x))
+
+
+@aten("zeros_like.default", "ones_like.default", "empty_like.default")
+def _zeros_like(cx, x, **kw):
+    value = 1 if "ones" in str(cx.fx.target) else 0
+    return cx.emit_typed("Expand", cx.tensor(value), cx.emit("Shape", x))
+
+
+@aten("empty.memory_format", "zeros.default", "ones.default", "new_zeros.default", "new_ones.default",
+      "new_empty.default", "empty_strided.default", "new_empty_strided.default")  # fmt: skip
+def _empty(cx, *args, **kw):
+    size = args[1] if isinstance(args[0], Value) else args[0]
+    value = 1 if "ones" in str(cx.fx.target) else 0
+    return cx.emit_typed("Expand", cx.tensor(value), cx.int64s(list(size)))
+
+
+@aten("scalar_tensor.default")
+def _scalar_tensor(cx, value, **kw):
+    return cx.emit_typed("Identity", cx.tensor(value))
+
+
+@aten("arange.start_step", "arange.default", "arange.start")
+def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None, **kw):
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+    if all(not isinstance(a, Value) for a in (start, end, step)):
+        import torch
+
+        from .torch import tensor_array
+
+        arr = tensor_array(torch.arange(start, end, step, dtype=cx.val.dtype))
+        return cx.emit_typed("Identity", cx.const(np.array(arr)))
+    dt = cx.out_dtype
+    return cx.emit_typed("Range", *(cx.emit("Reshape", cx.tensor(a, dt), cx.const(np.asarray([], np.int64)))
+                                    if isinstance(a, Value) else cx.tensor(a, dt) for a in (start, end, step)))
+
+
+@aten("rand.default", "randn.default")
+def _rand(cx, size, **kw):
+    shape = list(size)
+    if not all(isinstance(s, int) for s in shape):
+        raise NotMapped("random tensors of symbolic shape")
+    op = "RandomNormal" if "randn" in str(cx.fx.target) else "RandomUniform"
+    return cx.emit_typed(op, dtype=int(cx.out_dtype), shape=shape)
+
+
+@aten("rand_like.default", "randn_like.default")
+def _rand_like(cx, x, **kw):
+    op = "RandomNormalLike" if "randn" in str(cx.fx.target) else "RandomUniformLike"
+    return cx.emit_typed(op, x, dtype=int(cx.out_dtype))
+
+
+# -- neural-network ops --------------------------------------------------------------------------
+
+
+@aten("convolution.default")
+def _convolution(cx, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    nd = cx.rank(x) - 2
+    if nd < 1:
+        raise NotMapped("convolution of an unbatched input")
+    attrs = {"strides": list(stride) * (nd // len(stride)) if len(stride) == 1 else list(stride),
+             "pads": list(padding) * (2 if len(padding) == nd else 2 * nd) if len(padding) in (1, nd) else None,
+             "dilations": list(dilation) * (nd // len(dilation)) if len(dilation) == 1 else list(dilation),
+             "group": int(groups)}  # fmt: skip
+    if len(padding) == 1:
+        attrs["pads"] = list(padding) * 2 * nd
+    inputs = [cx.tensor(x), cx.tensor(w)] + ([cx.tensor(b)] if b is not None else [])
+    if transposed:
+        op = list(output_padding)
+        attrs["output_padding"] = op * (nd // len(op)) if len(op) == 1 else op
+        return cx.emit_typed("ConvTranspose", *inputs, **attrs)
+    return cx.emit_typed("Conv", *inputs, **attrs)
+
+
+def _channels_const(cx, x, value: float) -> Value:
+    c = cx.shape(x)[1]
+    if not isinstance(c, int):
+        raise NotMapped("normalization over a symbolic channel count without weights")
+    return cx.const(np.full(c, value, to_numpy(cx.dtype(x))))
+
+
+@aten("_native_batch_norm_legit_no_training.default")
+def _batch_norm_eval(cx, x, w, b, mean, var, momentum, eps):
+    w = w if w is not None else _channels_const(cx, x, 1.0)
+    b = b if b is not None else _channels_const(cx, x, 0.0)
+    if cx.rank(x) < 2:
+        raise NotMapped("batch norm of rank < 2")
+    n = cx.node_typed("BatchNormalization", [x, w, b, mean, var], {"epsilon": float(eps)}, outputs=1)
+    return n.outputs[0], None, None
+
+
+@aten("_native_batch_norm_legit.no_stats", "_native_batch_norm_legit.default",
+      "_native_batch_norm_legit_functional.default")  # fmt: skip
+def _batch_norm_train(cx, x, w, b, *rest):
+    functional = "functional" in str(cx.fx.target)
+    if "no_stats" in str(cx.fx.target):
+        running_mean = running_var = None
+        _training, momentum, eps = rest
+    else:
+        running_mean, running_var, _training, momentum, eps = rest
+    rank = cx.rank(x)
+    axes = cx.const(np.asarray([0, *range(2, rank)], np.int64))
+    mean = cx.emit("ReduceMean", x, axes, keepdims=1)
+    d = cx.emit("Sub", x, mean)
+    var = cx.emit("ReduceMean", cx.emit("Mul", d, d), axes, keepdims=1)
+    rstd = cx.emit("Reciprocal", cx.emit("Sqrt", cx.emit("Add", var, cx.tensor(eps, cx.dtype(x)))))
+    y = cx.emit("Mul", d, rstd)
+    bshape = cx.const(np.asarray([-1] + [1] * (rank - 2), np.int64))
+    if w is not None:
+        y = cx.emit("Mul", y, cx.emit("Reshape", w, bshape))
+    if b is not None:
+        y = cx.emit("Add", y, cx.emit("Reshape", b, bshape))
+    flat = cx.const(np.asarray([-1], np.int64))
+    outs = [cx.emit_typed("Identity", y), cx.emit("Reshape", mean, flat), cx.emit("Reshape", rstd, flat)]
+    if functional:
+        m = cx.tensor(momentum, cx.dtype(x))
+        one_m = cx.tensor(1 - momentum, cx.dtype(x))
+        count = cx.emit("Div", cx.cast(cx.emit("Size", x), cx.dtype(x)), cx.cast(cx.emit("Size", mean), cx.dtype(x)))
+        unbiased = cx.emit("Mul", cx.emit("Reshape", var, flat),
+                           cx.emit("Div", count, cx.emit("Sub", count, cx.tensor(1, cx.dtype(x)))))  # fmt: skip
+        outs.append(cx.emit("Add", cx.emit("Mul", running_mean, one_m), cx.emit("Mul", outs[1], m)))
+        outs.append(cx.emit("Add", cx.emit("Mul", running_var, one_m), cx.emit("Mul", unbiased, m)))
+    return tuple(outs)
+
+
+@aten("native_layer_norm.default")
+def _layer_norm(cx, x, normalized_shape, w, b, eps):
+    axis = cx.rank(x) - len(normalized_shape)
+    if w is None:
+        if not all(isinstance(d, int) for d in normalized_shape):
+            raise NotMapped("layer norm without weight over symbolic dims")
+        w = cx.const(np.ones(list(normalized_shape), to_numpy(cx.dtype(x))))
+    inputs = [x, w] + ([b] if b is not None else [])
+    n = cx.node_typed("LayerNormalization", inputs, {"axis": axis, "epsilon": float(eps)}, outputs=3)
+    return tuple(n.outputs)
+
+
+@aten("native_group_norm.default")
+def _group_norm(cx, x, w, b, n_batch, channels, hxw, group, eps):
+    rank = cx.rank(x)
+    grouped = cx.emit("Reshape", x, cx.int64s([n_batch, group, -1]))
+    axes = cx.const(np.asarray([2], np.int64))
+    mean = cx.emit("ReduceMean", grouped, axes, keepdims=1)
+    d = cx.emit("Sub", grouped, mean)
+    var = cx.emit("ReduceMean", cx.emit("Mul", d, d), axes, keepdims=1)
+    rstd = cx.emit("Reciprocal", cx.emit("Sqrt", cx.emit("Add", var, cx.tensor(eps, cx.dtype(x)))))
+    y = cx.emit("Reshape", cx.emit("Mul", d, rstd), cx.emit("Shape", x))
+    bshape = cx.const(np.asarray([-1] + [1] * (rank - 2), np.int64))
+    if w is not None:
+        y = cx.emit("Mul", y, cx.emit("Reshape", w, bshape))
+    if b is not None:
+        y = cx.emit("Add", y, cx.emit("Reshape", b, bshape))
+    ng = cx.int64s([n_batch, group])
+    return cx.emit_typed("Identity", y), cx.emit("Reshape", mean, ng), cx.emit("Reshape", rstd, ng)
+
+
+def _pool_attrs(nd, kernel, stride, padding, dilation=None, ceil_mode=False):
+    def full(v, default):
+        v = list(v) if v else list(default)
+        return v * nd if len(v) == 1 else v
+
+    kernel = full(kernel, kernel)
+    attrs = {"kernel_shape": kernel, "strides": full(stride, kernel), "pads": full(padding, [0]) * 2,
+             "ceil_mode": int(bool(ceil_mode))}  # fmt: skip
+    if dilation is not None:
+        attrs["dilations"] = full(dilation, [1])
+    return attrs
+
+
+@aten("max_pool2d_with_indices.default", "max_pool3d_with_indices.default", "max_pool1d_with_indices.default")
+def _max_pool(cx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    nd = len(kernel)
+    if cx.rank(x) != nd + 2:
+        raise NotMapped("pooling of an unbatched input")
+    attrs = _pool_attrs(nd, kernel, stride, padding, dilation, ceil_mode)
+    if 1 not in cx.used_outputs():
+        return cx.node_typed("MaxPool", [x], attrs).outputs[0], None
+    n = cx.node_typed("MaxPool", [x], attrs, outputs=2)
+    y, flat = n.outputs
+    flat.type = None
+    plane = cx.emit("ReduceProd", cx.emit("Shape", x, start=2), keepdims=1)
+    return y, cx.emit("Mod", flat, plane)
+
+
+@aten("avg_pool2d.default", "avg_pool3d.default", "avg_pool1d.default")
+def _avg_pool(cx, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+              divisor_override=None):  # fmt: skip
+    nd = len(kernel)
+    if divisor_override is not None:
+        raise NotMapped("avg_pool with divisor_override")
+    if cx.rank(x) != nd + 2:
+        raise NotMapped("pooling of an unbatched input")
+    attrs = _pool_attrs(nd, kernel, stride, padding, None, ceil_mode)
+    attrs["count_include_pad"] = int(bool(count_include_pad))
+    return cx.emit_typed("AveragePool", x, **attrs)
+
+
+@aten("_adaptive_avg_pool2d.default", "_adaptive_avg_pool3d.default", "adaptive_avg_pool1d.default")
+def _adaptive_avg_pool(cx, x, output_size):
+    nd = len(output_size)
+    spatial = cx.shape(x)[-nd:]
+    if cx.rank(x) != nd + 2:
+        raise NotMapped("pooling of an unbatched input")
+    if all(o == 1 for o in output_size):
+        return cx.emit_typed("GlobalAveragePool", x)
+    if not all(isinstance(s, int) and s % o == 0 for s, o in zip(spatial, output_size, strict=True)):
+        raise NotMapped("adaptive pooling whose input size is not a multiple of the output size")
+    k = [s // o for s, o in zip(spatial, output_size, strict=True)]
+    return cx.emit_typed("AveragePool", x, kernel_shape=k, strides=k)
+
+
+@aten("mm.default", "bmm.default", "matmul.default")
+def _mm(cx, a, b):
+    return cx.emit_typed("MatMul", cx.tensor(a), cx.tensor(b))
+
+
+@aten("addmm.default", "baddbmm.default", "addmv.default")
+def _addmm(cx, bias, a, b, *, beta=1, alpha=1):
+    prod = cx.emit("MatMul", cx.tensor(a), cx.tensor(b))
+    if alpha != 1:
+        prod = cx.emit("Mul", prod, cx.tensor(alpha))
+    if beta == 0:
+        return cx.emit_typed("Identity", prod)
+    bias = cx.tensor(bias)
+    if beta != 1:
+        bias = cx.emit("Mul", bias, cx.tensor(beta))
+    return cx.emit_typed("Add", prod, bias)
+
+
+@aten("_softmax.default", "_log_softmax.default", "_safe_softmax.default")
+def _softmax(cx, x, dim, half_to_float=False):
+    op = "LogSoftmax" if "log_softmax" in str(cx.fx.target) else "Softmax"
+    if cx.rank(x) == 0:
+        return _softmax_scalar(cx, x, op)
+    return cx.emit_typed(op, cx.tensor(x), axis=_axis(dim, cx.rank(x)))
+
+
+def _softmax_scalar(cx, x, op):
+    one = cx.const(np.asarray([1], np.int64))
+    y = cx.emit(op, cx.emit("Reshape", cx.tensor(x), one), axis=0)
+    return cx.emit_typed("Reshape", y, cx.const(np.asarray([], np.int64)))
+
+
+_RESIZE_MODES = {"nearest": "nearest", "bilinear": "linear", "linear": "linear", "trilinear": "linear",
+                 "bicubic": "cubic"}  # fmt: skip
+
+
+@aten("upsample_nearest1d.vec", "upsample_nearest2d.vec", "upsample_nearest3d.vec", "upsample_bilinear2d.vec",
+      "upsample_linear1d.vec", "upsample_trilinear3d.vec", "upsample_bicubic2d.vec",
+      "upsample_nearest2d.default", "upsample_bilinear2d.default")  # fmt: skip
+def _upsample(cx, x, output_size, *args):
+    target = str(cx.fx.target)
+    kind = next(k for k in ("nearest", "bilinear", "trilinear", "bicubic", "linear") if f"upsample_{k}" in target)
+    align_corners, scales = False, None
+    if kind != "nearest":
+        align_corners = bool(args[0]) if args else False
+        scales = args[1] if len(args) > 1 else None
+    else:
+        scales = args[0] if args else None
+    if ".default" in target and kind == "nearest":
+        scales = [s for s in args if s is not None] or None
+    attrs = {"mode": _RESIZE_MODES[kind]}
+    if kind == "nearest":
+        attrs.update(coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    else:
+        attrs["coordinate_transformation_mode"] = "align_corners" if align_corners else "pytorch_half_pixel"
+        if kind == "bicubic":
+            attrs.update(cubic_coeff_a=-0.75, coordinate_transformation_mode="align_corners" if align_corners
+                         else "half_pixel")  # fmt: skip
+    if output_size is not None and not (scales and kind == "nearest"):
+        sizes = cx.emit("Concat", cx.emit("Shape", x, end=2), cx.int64s(list(output_size)), axis=0)
+        return cx.emit_typed("Resize", x, None, None, sizes, **attrs)
+    if scales is None:
+        raise NotMapped("upsample without sizes or scales")
+    return cx.emit_typed("Resize", x, None, cx.const(np.asarray([1.0, 1.0, *scales], np.float32)), **attrs)
+
+
+@aten("grid_sampler_2d.default")
+def _grid_sampler(cx, x, grid, interpolation_mode, padding_mode, align_corners):
+    mode = ["linear", "nearest", "cubic"][interpolation_mode]
+    pad = ["zeros", "border", "reflection"][padding_mode]
+    return cx.emit_typed("GridSample", x, grid, mode=mode, padding_mode=pad, align_corners=int(bool(align_corners)))
+
+
+@aten("pixel_shuffle.default")
+def _pixel_shuffle(cx, x, r):
+    return cx.emit_typed("DepthToSpace", x, blocksize=int(r), mode="CRD")
+
+
+# -- symbolic sizes and bookkeeping ---------------------------------------------------------------
+
+
+@aten("sym_size.int")
+def _sym_size(cx, x, dim):
+    d = cx.shape(x)[_axis(dim, cx.rank(x))]
+    if isinstance(d, int):
+        return cx.const(np.asarray(d, np.int64))
+    return cx.emit("Reshape", _dim_size(cx, x, _axis(dim, cx.rank(x))), cx.const(np.asarray([], np.int64)))
+
+
+@aten("sym_numel.default")
+def _sym_numel(cx, x):
+    return cx.emit("Size", x)
+
+
+def _sym_binary(fn, onnx_op):
+    def convert(cx, a, b):
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return fn(a, b)
+        a = a if isinstance(a, Value) else cx.const(np.asarray(a, np.int64))
+        b = b if isinstance(b, Value) else cx.const(np.asarray(b, np.int64))
+        if onnx_op == "FloorDiv":
+            q = cx.emit("Div", a, b)
+            return _floor_adjust_int(cx, a, b, q)
+        return cx.emit(onnx_op, a, b, **({"fmod": 0} if onnx_op == "Mod" else {}))
+
+    return convert
+
+
+def _floor_adjust_int(cx, a, b, q):
+    r = cx.emit("Mod", a, b, fmod=1)
+    zero = cx.const(np.asarray(0, np.int64))
+    adjust = cx.emit("And", cx.emit("Not", cx.emit("Equal", r, zero)),
+                     cx.emit("Xor", cx.emit("Less", a, zero), cx.emit("Less", b, zero)))  # fmt: skip
+    return cx.emit("Sub", q, cx.emit("Cast", adjust, to=int(DataType.INT64)))
+
+
+aten("operator.add")(_sym_binary(operator.add, "Add"))
+aten("operator.sub")(_sym_binary(operator.sub, "Sub"))
+aten("operator.mul")(_sym_binary(operator.mul, "Mul"))
+aten("operator.floordiv")(_sym_binary(operator.floordiv, "FloorDiv"))
+aten("operator.mod")(_sym_binary(operator.mod, "Mod"))
+
+
+@aten("operator.getitem")
+def _getitem(cx, seq, i):
+    return seq[i]
+
+
+@aten("aten._assert_scalar.default", "aten.sym_constrain_range_for_size.default", "aten._assert_async.msg",
+      "aten.sym_constrain_range.default", "aten._assert_tensor_metadata.default")  # fmt: skip
+def _assertion(cx, *args, **kwargs):
+    return None
+
+
+# -- control flow ---------------------------------------------------------------------------------
+
+
+@aten("higher_order.cond", "torch.cond")
+def _cond(cx, pred, true_gm, false_gm, operands):
+    operands = list(operands)
+    then_g, then_outs = cx.subgraph(true_gm, operands, f"{cx.fx.name}.then")
+    else_g, else_outs = cx.subgraph(false_gm, operands, f"{cx.fx.name}.else")
+    for g, outs in ((then_g, then_outs), (else_g, else_outs)):
+        g.set_outputs([_owned_output(cx, g, v) for v in outs])
+    p = pred if isinstance(pred, Value) else cx.const(np.asarray(bool(pred)))
+    p = cx.emit("Reshape", _as_bool(cx, p), cx.const(np.asarray([], np.int64)))
+    n = cx.node_typed("If", [p], {"then_branch": then_g, "else_branch": else_g}, outputs=len(then_outs))
+    return tuple(n.outputs)
+
+
+def _owned_output(cx, g, v):
+    """A subgraph output defined in the subgraph itself (ONNX requires one per output)."""
+    from ..core_ir.builder import Builder
+
+    e_b = Builder(g, names=cx.importer.names)
+    if not isinstance(v, Value):
+        v = e_b.constant(np.asarray(v))
+    if v.producer() is not None and v.producer().graph is g and not v.is_graph_output():
+        return v
+    n = e_b.add_node("Identity", [v])
+    n.outputs[0].type = v.type
+    return n.outputs[0]
+
+
+@aten("higher_order.while_loop", "torch.while_loop")
+def _while_loop(cx, cond_gm, body_gm, carried, additional):
+    from ..core_ir.graph import Graph
+    from ..core_ir.types import TensorType
+
+    carried, additional = list(carried), list(additional)
+    first, _ = _inline(cx, cond_gm, carried + additional)
+    cond0 = cx.emit("Reshape", _as_bool(cx, first[0]), cx.const(np.asarray([], np.int64)))
+    names = cx.importer.names
+    it = Value(names.fresh(f"{cx.fx.name}.iter"), TensorType(DataType.INT64, ()))
+    cond_in = Value(names.fresh(f"{cx.fx.name}.cond"), TensorType(DataType.BOOL, ()))
+    state = [Value(names.fresh(f"{cx.fx.name}.state"), v.type if isinstance(v, Value) else None) for v in carried]
+    body = Graph(inputs=[it, cond_in, *state], name=f"{cx.fx.name}.body")
+    new_state = cx.importer.subgraph_into(body_gm, body, state + additional, f"{cx.fx.name}.body.")
+    cond_out = cx.importer.subgraph_into(cond_gm, body, list(new_state) + additional, f"{cx.fx.name}.cond.")
+    cond_v = _owned_output(cx, body, _reshape_scalar_bool(cx, body, cond_out[0]))
+    body.set_outputs([cond_v, *(_owned_output(cx, body, v) for v in new_state)])
+    init = [c if isinstance(c, Value) else cx.const(np.asarray(c)) for c in carried]
+    n = cx.node_typed("Loop", [None, cond0, *init], {"body": body}, outputs=len(carried))
+    return tuple(n.outputs)
+
+
+def _reshape_scalar_bool(cx, g, v):
+    from ..core_ir.builder import Builder
+
+    b = Builder(g, names=cx.importer.names)
+    if v.type is not None and v.type.dtype != DataType.BOOL:
+        v = b.add_node("Cast", [v], {"to": int(DataType.BOOL)}).outputs[0]
+    return b.add_node("Reshape", [v, b.constant(np.asarray([], np.int64))]).outputs[0]
+
+
+def _inline(cx, gm, bindings):
+    outs = cx.importer.subgraph_into(gm, cx.graph, bindings, f"{cx.fx.name}.init.")
+    return outs, None

@@ -1,0 +1,253 @@
+"""Run a frontend over the framework's own op test suites and check the imported graphs against
+the framework's eager results.
+
+- PyTorch: the OpInfo database (``torch.testing._internal.common_methods_invocations.op_db``),
+  float32 CPU samples, each wrapped in a module and exported with ``torch.export``.
+- JAX: the primitive harnesses of ``jax._src.internal_test_util.test_harnesses``.
+
+Each sample ends in one of :data:`OUTCOMES`, per backend: ``pass`` (every output within
+tolerance), ``wrong`` (it ran and a number is off: the one outcome that must never happen),
+``unmapped`` (the frontend refused the program, naming the op), ``error`` (import or run failed
+another way), ``not-exported`` (the framework itself could not export the sample: not counted
+against anyone) and ``nondeterministic`` (two eager runs differ: RNG ops, compared on shape and
+dtype only).  A peer exporter is measured on the same samples when asked.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OUTCOMES = ("pass", "wrong", "unmapped", "error", "not-exported", "nondeterministic")
+RTOL, ATOL = 1e-4, 1e-4
+
+
+@dataclass
+class SampleResult:
+    op: str
+    index: int
+    outcomes: dict[str, str] = field(default_factory=dict)  # engine → outcome
+    details: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _compare(got: Sequence, expected: Sequence, shape_only: bool = False) -> str | None:
+    """None when ``got`` matches ``expected``; else what differs."""
+    if len(got) != len(expected):
+        return f"{len(got)} outputs, expected {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        g, e = np.asarray(g), np.asarray(e)
+        if g.shape != e.shape:
+            return f"output {i}: shape {g.shape}, expected {e.shape}"
+        if g.dtype != e.dtype:
+            return f"output {i}: dtype {g.dtype}, expected {e.dtype}"
+        if shape_only:
+            continue
+        if e.dtype.kind in "fc":
+            if not np.allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True):
+                bad = ~np.isclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+                return f"output {i}: {int(bad.sum())} of {e.size} values off (first {g[bad][:3]} vs {e[bad][:3]})"
+        elif not np.array_equal(g, e):
+            return f"output {i}: values differ"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def run_backends(model, arrays: Sequence[np.ndarray], backends: Sequence[str]) -> dict[str, list | BaseException]:
+    """``model`` on each backend: its outputs, or the exception it raised."""
+    import irforge
+
+    results: dict[str, list | BaseException] = {}
+    for b in backends:
+        try:
+            if b == "reference":
+                names = [v.name for v in model.graph.inputs if not v.is_initializer()]
+                results[b] = [np.asarray(o) for o in irforge.interpret(model, dict(zip(names, arrays, strict=True)))]
+            else:
+                results[b] = [np.asarray(o) for o in irforge.compile(model, b)(*arrays)]
+        except Exception as e:
+            results[b] = e
+    return results
+
+
+def _judge(result, expected, shape_only: bool) -> tuple[str, str]:
+    if isinstance(result, BaseException):
+        return "error", _first_line(result)
+    why = _compare(result, expected, shape_only)
+    return ("wrong", why) if why else ("pass", "")
+
+
+# -- PyTorch OpInfo --------------------------------------------------------------------------------
+
+
+def torch_ops(names: Iterable[str] | None = None) -> list:
+    """OpInfos with float32 CPU support (all, or those named ``op`` or ``op.variant``)."""
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    wanted = set(names) if names is not None else None
+    out = []
+    for op in op_db:
+        full = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        if wanted is not None and full not in wanted and op.name not in wanted:
+            continue
+        if torch.float32 in op.supported_dtypes("cpu"):
+            out.append(op)
+    return out
+
+
+def torch_op_name(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def _sample_module(op, sample):
+    """A module whose forward calls ``op`` on ``sample``; its tensors become the module's inputs."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
+    positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    tensors = [leaves[i].detach().clone() for i in positions]
+    fn = op.op
+
+    class Sample(torch.nn.Module):
+        def forward(self, *xs):
+            filled = list(leaves)
+            for i, x in zip(positions, xs, strict=True):
+                filled[i] = x
+            inp, args, kwargs = pytree.tree_unflatten(filled, spec)
+            return fn(inp, *args, **kwargs)
+
+    return Sample(), tensors
+
+
+def _torch_outputs(out) -> list[np.ndarray] | None:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    leaves = pytree.tree_leaves(out)
+    if not leaves or not all(isinstance(x, torch.Tensor) for x in leaves):
+        return None
+    return [x.detach().cpu().resolve_conj().resolve_neg().numpy().copy() for x in leaves]
+
+
+def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool = False) -> SampleResult:
+    """Export one OpInfo sample, import it, run it on ``backends`` (and the peer exporter)."""
+    import torch
+
+    from .common import UnsupportedOpsError
+    from .torch import from_exported_program
+
+    result = SampleResult(torch_op_name(op), index)
+    engines = [*backends, *(["peer"] if peer else [])]
+
+    def every(outcome: str, detail: str) -> SampleResult:
+        for e in engines:
+            result.outcomes[e], result.details[e] = outcome, detail
+        return result
+
+    module, tensors = _sample_module(op, sample)
+    try:
+        with torch.no_grad():
+            first, second = module(*tensors), module(*tensors)
+        expected = _torch_outputs(first)
+        if expected is None or any(x.dtype == object or x.dtype.kind == "c" for x in expected):
+            return every("not-exported", "the op returns non-tensors or complex numbers")
+        shape_only = _compare(_torch_outputs(second), expected) is not None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = torch.export.export(module, tuple(tensors), strict=False).run_decompositions()
+        arrays = [t.numpy() for t in tensors]
+    except Exception as e:
+        return every("not-exported", _first_line(e))
+    t0 = time.perf_counter()
+    try:
+        model = from_exported_program(ep)
+    except UnsupportedOpsError as e:
+        for b in backends:
+            result.outcomes[b], result.details[b] = "unmapped", ", ".join(u.op for u in e.ops)
+        model = None
+    except Exception as e:
+        for b in backends:
+            result.outcomes[b], result.details[b] = "error", "import: " + _first_line(e)
+        model = None
+    result.seconds["import"] = time.perf_counter() - t0
+    if model is not None:
+        for b, got in run_backends(model, arrays, backends).items():
+            outcome, detail = _judge(got, expected, shape_only)
+            result.outcomes[b], result.details[b] = outcome, detail
+    if peer:
+        got = _torch_peer(module, tensors, arrays)
+        outcome, detail = _judge(got, expected, shape_only)
+        result.outcomes["peer"], result.details["peer"] = outcome, detail
+    if shape_only:
+        for e in engines:
+            if result.outcomes[e] == "pass":
+                result.outcomes[e] = "nondeterministic"
+    return result
+
+
+def _torch_peer(module, tensors, arrays):
+    """``torch.onnx.export(dynamo=True)`` then onnxruntime: the peer the issue measures against."""
+    import io
+
+    import torch
+
+    try:
+        import onnxruntime as ort
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(module, tuple(tensors), dynamo=True, verbose=False)
+        buffer = io.BytesIO()
+        program.save(buffer) if hasattr(program, "save") else None
+        options = ort.SessionOptions()
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return [np.asarray(o) for o in session.run(None, dict(zip(names, arrays, strict=False)))]
+    except Exception as e:
+        return e
+
+
+def run_torch_suite(ops: Sequence | None = None, backends: Sequence[str] = ("reference",), *,
+                    samples_per_op: int = 3, peer: bool = False,
+                    progress: Callable[[SampleResult], None] | None = None) -> list[SampleResult]:  # fmt: skip
+    """Every float32 CPU OpInfo sample (up to ``samples_per_op`` an op) through export, import and
+    ``backends``."""
+    import torch
+
+    results = []
+    for op in ops if ops is not None else torch_ops():
+        try:
+            samples = list(op.sample_inputs("cpu", torch.float32))[:samples_per_op]
+        except Exception as e:
+            r = SampleResult(torch_op_name(op), 0)
+            for b in [*backends, *(["peer"] if peer else [])]:
+                r.outcomes[b], r.details[b] = "not-exported", "samples: " + _first_line(e)
+            results.append(r)
+            continue
+        for i, sample in enumerate(samples):
+            r = run_torch_sample(op, sample, i, backends, peer)
+            results.append(r)
+            if progress:
+                progress(r)
+    return results
+
+
+def tally(results: Iterable[SampleResult]) -> dict[str, dict[str, int]]:
+    """engine → outcome → number of samples."""
+    out: dict[str, dict[str, int]] = {}
+    for r in results:
+        for engine, outcome in r.outcomes.items():
+            counts = out.setdefault(engine, dict.fromkeys(OUTCOMES, 0))
+            counts[outcome] += 1
+    return out

@@ -1,0 +1,773 @@
+"""JAX primitives → ONNX ops.  ``TABLE`` maps a primitive's name to a converter
+``fn(cx, *operands, **params)``: ``cx`` is a :class:`~irforge.frontends.jax.JaxContext`, the
+operands are IR values or numpy literals, the params are the equation's.  A converter returns a
+value or a list of values, or raises :class:`~irforge.frontends.common.NotMapped` for a use it
+cannot express.  Operands of a jaxpr equation already share one dtype (jaxprs are explicitly
+typed), so unlike ATen no promotion happens here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core_ir.dtypes import DataType, is_floating, to_numpy
+from ..core_ir.graph import Graph
+from ..core_ir.types import TensorType
+from ..core_ir.value import Value
+from .common import NotMapped
+
+TABLE: dict = {}
+INT64_MAX = 2**63 - 1
+
+
+def prim(*names: str):
+    def register(fn):
+        for n in names:
+            TABLE[n] = fn
+        return fn
+
+    return register
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(values, np.int64).reshape(-1)
+
+
+# -- element-wise ----------------------------------------------------------------------------------
+
+_UNARY = {"neg": "Neg", "sign": "Sign", "floor": "Floor", "ceil": "Ceil", "exp": "Exp", "log": "Log",
+          "tanh": "Tanh", "logistic": "Sigmoid", "sin": "Sin", "cos": "Cos", "tan": "Tan", "asin": "Asin",
+          "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh",
+          "atanh": "Atanh", "sqrt": "Sqrt", "abs": "Abs", "erf": "Erf"}  # fmt: skip
+_BINARY = {"add": "Add", "add_any": "Add", "sub": "Sub", "mul": "Mul", "max": "Max", "min": "Min", "pow": "Pow",
+           "eq": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual"}  # fmt: skip
+
+
+def _unary(op: str):
+    return lambda cx, x, **_: cx.typed(op, x)
+
+
+def _binary(op: str):
+    return lambda cx, a, b, **_: cx.typed(op, *_same_type(cx, a, b))
+
+
+def _same_type(cx, *xs):
+    """Operands as values of one dtype (a Python-scalar literal takes its partner's dtype)."""
+    dtype = next((x.type.dtype for x in xs if isinstance(x, Value)), None)
+    return [x if isinstance(x, Value) else cx.value(x, dtype) for x in xs]
+
+
+for _n, _o in _UNARY.items():
+    prim(_n)(_unary(_o))
+for _n, _o in _BINARY.items():
+    prim(_n)(_binary(_o))
+
+
+@prim("div")
+def _div(cx, a, b, **_):
+    return cx.typed("Div", *_same_type(cx, a, b))  # integer Div truncates, as lax.div does
+
+
+@prim("rem")
+def _rem(cx, a, b, **_):
+    return cx.typed("Mod", *_same_type(cx, a, b), fmod=1)  # lax.rem takes the dividend's sign
+
+
+@prim("ne")
+def _ne(cx, a, b, **_):
+    return cx.typed("Not", cx.emit("Equal", *_same_type(cx, a, b)))
+
+
+@prim("and", "or", "xor")
+def _bitwise(cx, a, b, **_):
+    a, b = _same_type(cx, a, b)
+    name = cx.eqn.primitive.name
+    if cx.out_dtype == DataType.BOOL:
+        return cx.typed({"and": "And", "or": "Or", "xor": "Xor"}[name], a, b)
+    return cx.typed({"and": "BitwiseAnd", "or": "BitwiseOr", "xor": "BitwiseXor"}[name], a, b)
+
+
+@prim("not")
+def _not(cx, x, **_):
+    return cx.typed("Not" if cx.out_dtype == DataType.BOOL else "BitwiseNot", x)
+
+
+@prim("shift_left", "shift_right_logical")
+def _shift(cx, a, b, **_):
+    if cx.out_dtype not in (DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64):
+        raise NotMapped("bit shifts of signed integers (ONNX BitShift takes unsigned ones)")
+    a, b = _same_type(cx, a, b)
+    return cx.typed("BitShift", a, b, direction="LEFT" if "left" in cx.eqn.primitive.name else "RIGHT")
+
+
+@prim("round")
+def _round(cx, x, rounding_method=0, **_):
+    if int(rounding_method) == 1:  # TO_NEAREST_EVEN
+        return cx.typed("Round", x)
+    # AWAY_FROM_ZERO: sign(x) * floor(|x| + 0.5)
+    half = cx.value(0.5, cx.dtype(x))
+    return cx.typed("Mul", cx.emit("Sign", x), cx.emit("Floor", cx.emit("Add", cx.emit("Abs", x), half)))
+
+
+@prim("exp2")
+def _exp2(cx, x, **_):
+    return cx.typed("Pow", cx.value(2.0, cx.dtype(x)), x)
+
+
+@prim("log1p")
+def _log1p(cx, x, **_):
+    return cx.typed("Log", cx.emit("Add", x, cx.value(1, cx.dtype(x))))
+
+
+@prim("expm1")
+def _expm1(cx, x, **_):
+    return cx.typed("Sub", cx.emit("Exp", x), cx.value(1, cx.dtype(x)))
+
+
+@prim("rsqrt")
+def _rsqrt(cx, x, **_):
+    return cx.typed("Reciprocal", cx.emit("Sqrt", x))
+
+
+@prim("cbrt")
+def _cbrt(cx, x, **_):
+    third = cx.value(1 / 3, cx.dtype(x))
+    return cx.typed("Mul", cx.emit("Sign", x), cx.emit("Pow", cx.emit("Abs", x), third))
+
+
+@prim("square")
+def _square(cx, x, **_):
+    return cx.typed("Mul", x, x)
+
+
+@prim("integer_pow")
+def _integer_pow(cx, x, y, **_):
+    if y == 0:
+        return cx.typed("Expand", cx.value(1, cx.dtype(x)), cx.emit("Shape", x))
+    acc, base, n = None, x, abs(int(y))
+    while n:  # exact repeated squaring, as XLA does it
+        if n & 1:
+            acc = base if acc is None else cx.emit("Mul", acc, base)
+        n >>= 1
+        if n:
+            base = cx.emit("Mul", base, base)
+    return cx.typed("Reciprocal", acc) if y < 0 else cx.typed("Identity", acc)
+
+
+@prim("is_finite")
+def _is_finite(cx, x, **_):
+    return cx.typed("Not", cx.emit("Or", cx.emit("IsNaN", x), cx.emit("IsInf", x)))
+
+
+@prim("atan2")
+def _atan2(cx, y, x, **_):
+    y, x = _same_type(cx, y, x)
+    dtype = cx.dtype(x)
+    zero, pi = cx.value(0, dtype), cx.value(np.pi, dtype)
+    base = cx.emit("Atan", cx.emit("Div", y, x))
+    neg_x = cx.emit("Less", x, zero)
+    y_neg = cx.emit("Less", y, zero)
+    shift = cx.emit("Where", neg_x, cx.emit("Where", y_neg, cx.emit("Neg", pi), pi), zero)
+    res = cx.emit("Add", base, shift)
+    x_zero = cx.emit("Equal", x, zero)
+    half = cx.value(np.pi / 2, dtype)
+    at_zero = cx.emit("Where", cx.emit("Greater", y, zero), half,
+                      cx.emit("Where", y_neg, cx.emit("Neg", half), zero))  # fmt: skip
+    return cx.typed("Where", x_zero, at_zero, res)
+
+
+@prim("clamp")
+def _clamp(cx, lo, x, hi, **_):
+    x, lo, hi = _same_type(cx, x, lo, hi)
+    return cx.typed("Max", cx.emit("Min", x, hi), lo)
+
+
+@prim("select_n")
+def _select_n(cx, which, *cases):
+    cases = _same_type(cx, *cases)
+    which = cx.value(which)
+    if len(cases) == 1:
+        return cx.typed("Identity", cases[0])
+    if cx.dtype(which) == DataType.BOOL:
+        return cx.typed("Where", which, cases[1], cases[0])
+    out = cases[-1]
+    for i in range(len(cases) - 2, -1, -1):
+        out = cx.emit("Where", cx.emit("Equal", which, cx.value(i, cx.dtype(which))), cases[i], out)
+    return cx.typed("Identity", out)
+
+
+@prim("convert_element_type")
+def _convert(cx, x, new_dtype=None, **_):
+    x = cx.value(x)
+    return cx.typed("Cast", x, to=int(cx.out_dtype))
+
+
+@prim("stop_gradient", "copy", "copy_p", "optimization_barrier", "reduce_precision_identity")
+def _identity(cx, *xs, **_):
+    outs = [cx.emit("Identity", cx.value(x)) for x in xs]
+    for o, a in zip(outs, cx.out_avals, strict=False):
+        from .jax import aval_type
+
+        o.type = aval_type(a)
+    return outs if len(outs) != 1 else outs[0]
+
+
+# -- shapes ----------------------------------------------------------------------------------------
+
+
+def _shape_vector(cx, dims) -> Value:
+    """A shape of ints and symbolic dims as an int64 vector."""
+    if all(isinstance(d, (int, np.integer)) for d in dims):
+        return cx.const(_i64(dims))
+    parts = [cx.dim_value(d) for d in dims]
+    return cx.emit("Concat", *parts, axis=0)
+
+
+@prim("broadcast_in_dim")
+def _broadcast_in_dim(cx, x, shape, broadcast_dimensions, **_):
+    x = cx.value(x)
+    rank = len(shape)
+    in_shape = cx.shape(x)
+    if len(in_shape) != rank:  # put x's dims where they go, 1 elsewhere
+        target = [1] * rank
+        for src, dst in enumerate(broadcast_dimensions):
+            target[dst] = in_shape[src]
+        axes = [d for d in range(rank) if d not in broadcast_dimensions]
+        x = cx.emit("Unsqueeze", x, cx.const(_i64(axes)))
+        x.type = TensorType(cx.dtype(x.producer().inputs[0]), tuple(target))
+    if tuple(cx.shape(x)) == tuple(cx.out_shape):
+        return cx.typed("Identity", x)
+    dims = [1 if cx.shape(x)[i] == cx.out_shape[i] else d for i, d in enumerate(shape)]  # 1 keeps x's dim
+    return cx.typed("Expand", x, _shape_vector(cx, dims))
+
+
+@prim("reshape")
+def _reshape(cx, x, new_sizes, dimensions=None, **_):
+    if dimensions is not None:
+        raise NotMapped("reshape with dimensions")
+    x = cx.value(x)
+    sizes = list(new_sizes)
+    symbolic = [i for i, d in enumerate(sizes) if not isinstance(d, (int, np.integer))]
+    if len(symbolic) == 1:
+        sizes[symbolic[0]] = -1
+    return cx.typed("Reshape", x, _shape_vector(cx, sizes))
+
+
+@prim("squeeze")
+def _squeeze(cx, x, dimensions, **_):
+    if not dimensions:
+        return cx.typed("Identity", x)
+    return cx.typed("Squeeze", x, cx.const(_i64(dimensions)))
+
+
+@prim("expand_dims")
+def _expand_dims(cx, x, dimensions, **_):
+    return cx.typed("Unsqueeze", x, cx.const(_i64(dimensions)))
+
+
+@prim("transpose")
+def _transpose(cx, x, permutation, **_):
+    return cx.typed("Transpose", x, perm=[int(p) for p in permutation])
+
+
+@prim("rev")
+def _rev(cx, x, dimensions, **_):
+    if not dimensions:
+        return cx.typed("Identity", x)
+    n = len(dimensions)
+    return cx.typed("Slice", x, cx.const(_i64([-1] * n)), cx.const(_i64([-INT64_MAX] * n)),
+                    cx.const(_i64(dimensions)), cx.const(_i64([-1] * n)))  # fmt: skip
+
+
+@prim("concatenate")
+def _concatenate(cx, *xs, dimension, **_):
+    return cx.typed("Concat", *_same_type(cx, *xs), axis=int(dimension))
+
+
+@prim("split")
+def _split(cx, x, sizes, axis, **_):
+    n = cx.node_typed("Split", [x, cx.const(_i64(sizes))], {"axis": int(axis)}, outputs=len(sizes))
+    return list(n.outputs)
+
+
+@prim("pad")
+def _pad(cx, x, value, padding_config, **_):
+    x = cx.value(x)
+    if any(interior for _, _, interior in padding_config):
+        raise NotMapped("pad with interior padding")
+    lo = [p[0] for p in padding_config]
+    hi = [p[1] for p in padding_config]
+    value = cx.value(value, cx.dtype(x))
+    if all(p >= 0 for p in lo + hi):
+        return cx.typed("Pad", x, cx.const(_i64(lo + hi)), value, mode="constant")
+    pads = [max(p, 0) for p in lo] + [max(p, 0) for p in hi]
+    y = cx.emit("Pad", x, cx.const(_i64(pads)), value, mode="constant")
+    axes = [i for i, (a, b) in enumerate(zip(lo, hi, strict=True)) if a < 0 or b < 0]
+    starts = [-min(lo[i], 0) for i in axes]
+    ends = [min(hi[i], 0) or INT64_MAX for i in axes]
+    return cx.typed("Slice", y, cx.const(_i64(starts)), cx.const(_i64(ends)), cx.const(_i64(axes)))
+
+
+@prim("slice")
+def _slice(cx, x, start_indices, limit_indices, strides=None, **_):
+    axes = list(range(len(start_indices)))
+    steps = list(strides) if strides else [1] * len(axes)
+    return cx.typed("Slice", x, _shape_vector(cx, start_indices), _shape_vector(cx, limit_indices),
+                    cx.const(_i64(axes)), cx.const(_i64(steps)))  # fmt: skip
+
+
+def _clamped_starts(cx, x, starts, sizes) -> Value:
+    """lax's dynamic-slice starts: clamped so the window stays inside ``x``."""
+    parts = []
+    for axis, (s, size) in enumerate(zip(starts, sizes, strict=True)):
+        s = cx.emit("Reshape", cx.emit("Cast", cx.value(s), to=int(DataType.INT64)), cx.const(_i64([1])))
+        hi = cx.emit("Sub", cx.dim_value(cx.shape(x)[axis]), cx.dim_value(size))
+        parts.append(cx.emit("Min", cx.emit("Max", s, cx.const(_i64([0]))), hi))
+    return cx.emit("Concat", *parts, axis=0)
+
+
+@prim("dynamic_slice")
+def _dynamic_slice(cx, x, *starts, slice_sizes, **_):
+    x = cx.value(x)
+    begin = _clamped_starts(cx, x, starts, slice_sizes)
+    end = cx.emit("Add", begin, _shape_vector(cx, slice_sizes))
+    axes = cx.const(_i64(range(len(slice_sizes))))
+    return cx.typed("Slice", x, begin, end, axes)
+
+
+@prim("dynamic_update_slice")
+def _dynamic_update_slice(cx, x, update, *starts, **_):
+    x, update = cx.value(x), cx.value(update)
+    sizes = cx.shape(update)
+    begin = _clamped_starts(cx, x, starts, sizes)
+    # the update's element coordinates, offset by begin: ScatterND indices [*sizes, rank]
+    rank = len(sizes)
+    grids = []
+    for axis, size in enumerate(sizes):
+        r = cx.emit("Range", cx.const(np.asarray(0, np.int64)), cx.emit("Squeeze", cx.dim_value(size)),
+                    cx.const(np.asarray(1, np.int64)))  # fmt: skip
+        offset = cx.emit("Gather", begin, cx.const(np.asarray(axis, np.int64)), axis=0)
+        r = cx.emit("Add", r, offset)
+        shape = [1] * rank
+        shape[axis] = -1
+        grids.append(cx.emit("Reshape", r, cx.const(_i64(shape))))
+    full = _shape_vector(cx, sizes)
+    idx = [cx.emit("Unsqueeze", cx.emit("Expand", g, full), cx.const(_i64([-1]))) for g in grids]
+    indices = cx.emit("Concat", *idx, axis=-1)
+    return cx.typed("ScatterND", x, indices, update)
+
+
+@prim("iota")
+def _iota(cx, *_, dtype, shape, dimension, **__):
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        n = cx.emit("Squeeze", cx.dim_value(shape[dimension]))
+        r = cx.emit("Cast", cx.emit("Range", cx.const(np.asarray(0, np.int64)), n, cx.const(np.asarray(1, np.int64))),
+                    to=int(cx.out_dtype))  # fmt: skip
+        view = [1] * len(shape)
+        view[dimension] = -1
+        r = cx.emit("Reshape", r, cx.const(_i64(view)))
+        return cx.typed("Expand", r, _shape_vector(cx, shape))
+    arr = np.arange(shape[dimension]).astype(to_numpy(cx.out_dtype))
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return cx.typed("Identity", cx.const(np.broadcast_to(arr.reshape(view), shape).copy()))
+
+
+@prim("dim_as_value")
+def _dim_as_value(cx, *_, dim, **__):
+    return cx.typed("Cast", cx.emit("Squeeze", cx.dim_value(dim)), to=int(cx.out_dtype))
+
+
+# -- reductions ------------------------------------------------------------------------------------
+
+_REDUCE = {"reduce_sum": "ReduceSum", "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
+           "reduce_prod": "ReduceProd"}  # fmt: skip
+
+
+def _reduce(op: str):
+    def convert(cx, x, axes, **_):
+        x = cx.value(x)
+        if not axes:
+            return cx.typed("Identity", x)
+        if cx.dtype(x) == DataType.BOOL:  # any/all
+            y = cx.emit(op, cx.emit("Cast", x, to=int(DataType.INT32)), cx.const(_i64(axes)), keepdims=0)
+            return cx.typed("Cast", y, to=int(DataType.BOOL))
+        return cx.typed(op, x, cx.const(_i64(axes)), keepdims=0)
+
+    return convert
+
+
+for _n, _o in _REDUCE.items():
+    prim(_n)(_reduce(_o))
+prim("reduce_or")(_reduce("ReduceMax"))
+prim("reduce_and")(_reduce("ReduceMin"))
+
+
+@prim("argmax", "argmin")
+def _argmax(cx, x, axes, index_dtype, **_):
+    op = "ArgMax" if cx.eqn.primitive.name == "argmax" else "ArgMin"
+    y = cx.emit(op, cx.value(x), axis=int(axes[0]), keepdims=0)
+    return cx.typed("Cast", y, to=int(cx.out_dtype))
+
+
+@prim("cumsum")
+def _cumsum(cx, x, axis, reverse=False, **_):
+    return cx.typed("CumSum", x, cx.const(np.asarray(axis, np.int64)), reverse=int(bool(reverse)))
+
+
+@prim("cumlogsumexp", "cumprod", "cummax", "cummin")
+def _cumulative(cx, x, axis, reverse=False, **_):
+    name = cx.eqn.primitive.name
+    if name == "cumlogsumexp":
+        return cx.typed("Log", cx.emit("CumSum", cx.emit("Exp", x), cx.const(np.asarray(axis, np.int64)),
+                                       reverse=int(bool(reverse))))  # fmt: skip
+    raise NotMapped(f"{name} (ONNX has a cumulative sum only)")
+
+
+@prim("sort")
+def _sort(cx, *operands, dimension, is_stable=True, num_keys=1, **_):
+    if num_keys != 1:
+        raise NotMapped("sort on more than one key")
+    keys = cx.value(operands[0])
+    if not is_floating(cx.dtype(keys)) and cx.dtype(keys) not in (DataType.INT32, DataType.INT64):
+        raise NotMapped(f"sort of {cx.dtype(keys).name}")
+    n = cx.dim_value(cx.shape(keys)[dimension])
+    topk = cx.node("TopK", [keys, n], {"axis": int(dimension), "largest": 0, "sorted": 1}, outputs=2)
+    values, order = topk.outputs
+    outs = [values]
+    for other in operands[1:]:
+        outs.append(cx.emit("GatherElements", cx.value(other), order, axis=int(dimension)))
+    from .jax import aval_type
+
+    for o, a in zip(outs, cx.out_avals, strict=True):
+        o.type = aval_type(a)
+    return outs
+
+
+@prim("top_k")
+def _top_k(cx, x, k, **params):
+    x = cx.value(x)
+    axis = int(params.get("axis", -1)) if params.get("axis") is not None else -1
+    n = cx.node("TopK", [x, cx.const(_i64([k]))], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2)
+    values, idx = n.outputs
+    from .jax import aval_type
+
+    values.type = aval_type(cx.out_avals[0])
+    return [values, _cast_out(cx, idx, 1)]
+
+
+def _cast_out(cx, v, i):
+    from .jax import aval_type, to_dtype
+
+    out = cx.emit("Cast", v, to=int(to_dtype(cx.out_avals[i].dtype)))
+    out.type = aval_type(cx.out_avals[i])
+    return out
+
+
+# -- linear algebra and convolution ----------------------------------------------------------------
+
+
+@prim("dot_general")
+def _dot_general(cx, lhs, rhs, dimension_numbers, preferred_element_type=None, **_):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = cx.value(lhs), cx.value(rhs)
+    out_dtype = cx.out_dtype
+    if cx.dtype(lhs) != out_dtype:
+        lhs = cx.emit("Cast", lhs, to=int(out_dtype))
+    if cx.dtype(rhs) != out_dtype:
+        rhs = cx.emit("Cast", rhs, to=int(out_dtype))
+    lr, rr = len(cx.shape(lhs)), len(cx.shape(rhs))
+    lfree = [d for d in range(lr) if d not in lc and d not in lb]
+    rfree = [d for d in range(rr) if d not in rc and d not in rb]
+    if len(lc) == 1 and len(lfree) <= 1 and len(rfree) <= 1:
+        # [batch..., m, k] @ [batch..., k, n]: MatMul, which fusion and every backend know best
+        lperm, rperm = [*lb, *lfree, *lc], [*rb, *rc, *rfree]
+        a = lhs if lperm == list(range(lr)) else cx.emit("Transpose", lhs, perm=lperm)
+        b = rhs if rperm == list(range(rr)) else cx.emit("Transpose", rhs, perm=rperm)
+        if not lfree:
+            a = cx.emit("Unsqueeze", a, cx.const(_i64([len(lb)])))
+        if not rfree:
+            b = cx.emit("Unsqueeze", b, cx.const(_i64([len(rb) + 1])))
+        y = cx.emit("MatMul", a, b)
+        squeeze = ([len(lb)] if not lfree else []) + ([len(lb) + (1 if lfree else 0)] if not rfree else [])
+        if squeeze:
+            return cx.typed("Squeeze", y, cx.const(_i64(sorted(squeeze))))
+        return cx.typed("Identity", y)
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    lsub, rsub = [""] * lr, [""] * rr
+    for a, b in zip(lb, rb, strict=True):
+        lsub[a] = rsub[b] = next(letters)
+    for a, b in zip(lc, rc, strict=True):
+        lsub[a] = rsub[b] = next(letters)
+    for d in lfree:
+        lsub[d] = next(letters)
+    for d in rfree:
+        rsub[d] = next(letters)
+    out = [lsub[d] for d in lb] + [lsub[d] for d in lfree] + [rsub[d] for d in rfree]
+    eq = f"{''.join(lsub)},{''.join(rsub)}->{''.join(out)}"
+    return cx.typed("Einsum", lhs, rhs, equation=eq)
+
+
+@prim("conv_general_dilated")
+def _conv(cx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+          feature_group_count, batch_group_count, preferred_element_type=None, **_):  # fmt: skip
+    if any(d != 1 for d in lhs_dilation):
+        raise NotMapped("convolution with lhs_dilation (a transposed convolution)")
+    if batch_group_count != 1:
+        raise NotMapped("convolution with batch_group_count")
+    lhs, rhs = cx.value(lhs), cx.value(rhs)
+    lspec, rspec, ospec = dimension_numbers
+    lperm, rperm = list(lspec), list(rspec)
+    x = lhs if lperm == sorted(lperm) else cx.emit("Transpose", lhs, perm=lperm)
+    w = rhs if rperm == sorted(rperm) else cx.emit("Transpose", rhs, perm=rperm)
+    if isinstance(padding, str):
+        raise NotMapped(f"convolution padding {padding!r}")
+    pads = [p[0] for p in padding] + [p[1] for p in padding]
+    if any(p < 0 for p in pads):
+        raise NotMapped("convolution with negative padding")
+    y = cx.emit("Conv", x, w, strides=list(window_strides), pads=pads, dilations=list(rhs_dilation),
+                group=int(feature_group_count))  # fmt: skip
+    operm = [0] * len(ospec)  # NCHW → the output layout: output axis ospec[i] holds NCHW axis i
+    for i, axis in enumerate(ospec):
+        operm[axis] = i
+    if operm == sorted(operm):
+        return cx.typed("Identity", y)
+    return cx.typed("Transpose", y, perm=operm)
+
+
+# -- windows (pooling) -----------------------------------------------------------------------------
+
+
+def _window(cx, x, op, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+    if any(d != 1 for d in base_dilation):
+        raise NotMapped("reduce_window with base dilation")
+    rank = len(window_dimensions)
+    spatial = [i for i in range(rank) if window_dimensions[i] != 1 or window_strides[i] != 1
+               or tuple(padding[i]) != (0, 0) or window_dilation[i] != 1]  # fmt: skip
+    other = [i for i in range(rank) if i not in spatial]
+    if not spatial or len(other) not in (1, 2):
+        raise NotMapped("reduce_window whose window spans no axis or more than two batch/feature axes")
+    perm = other + spatial
+    y = cx.emit("Transpose", x, perm=perm) if perm != list(range(rank)) else x
+    if len(other) == 1:
+        y = cx.emit("Unsqueeze", y, cx.const(_i64([1])))
+    attrs = {"kernel_shape": [window_dimensions[i] for i in spatial], "strides": [window_strides[i] for i in spatial],
+             "pads": [padding[i][0] for i in spatial] + [padding[i][1] for i in spatial]}  # fmt: skip
+    if op == "MaxPool":
+        attrs["dilations"] = [window_dilation[i] for i in spatial]
+        y = cx.emit("MaxPool", y, **attrs)
+    else:
+        if any(window_dilation[i] != 1 for i in spatial):
+            raise NotMapped("a summing reduce_window with window dilation")
+        y = cx.emit("AveragePool", y, count_include_pad=1, **attrs)
+        size = int(np.prod(attrs["kernel_shape"]))
+        y = cx.emit("Mul", y, cx.value(size, cx.dtype(x)))
+    if len(other) == 1:
+        y = cx.emit("Squeeze", y, cx.const(_i64([1])))
+    inverse = [perm.index(i) for i in range(rank)]
+    if inverse == list(range(rank)):
+        return cx.typed("Identity", y)
+    return cx.typed("Transpose", y, perm=inverse)
+
+
+@prim("reduce_window_max")
+def _reduce_window_max(cx, x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation, **_):
+    return _window(cx, cx.value(x), "MaxPool", window_dimensions, window_strides, padding, base_dilation,
+                   window_dilation)  # fmt: skip
+
+
+@prim("reduce_window_sum")
+def _reduce_window_sum(cx, x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation, **_):
+    x = cx.value(x)
+    if not is_floating(cx.dtype(x)):
+        raise NotMapped("an integer summing reduce_window")
+    return _window(cx, x, "Sum", window_dimensions, window_strides, padding, base_dilation, window_dilation)
+
+
+# -- gather ----------------------------------------------------------------------------------------
+
+
+@prim("gather")
+def _gather(cx, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None, **_):
+    """The gathers ``x[idx]``, ``jnp.take`` and ``take_along_axis`` make: every indexed axis takes a
+    size-1 slice and is collapsed, every other axis is taken whole.  Out-of-bounds indices follow
+    ``mode``: clamped (``clip``) or giving the fill value (``fill``)."""
+    dn = dimension_numbers
+    x, idx = cx.value(operand), cx.value(indices)
+    shape = cx.shape(x)
+    rank = len(shape)
+    smap = list(dn.start_index_map)
+    if getattr(dn, "operand_batching_dims", ()) or getattr(dn, "start_indices_batching_dims", ()):
+        raise NotMapped("gather with batching dims")
+    if sorted(dn.collapsed_slice_dims) != sorted(smap) or any(slice_sizes[d] != 1 for d in smap):
+        raise NotMapped("gather of windows wider than one element along an indexed axis")
+    rest = [d for d in range(rank) if d not in smap]
+    if any(slice_sizes[d] != shape[d] for d in rest):
+        raise NotMapped("gather of a partial slice along an unindexed axis")
+    perm = smap + rest
+    xt = x if perm == list(range(rank)) else cx.emit("Transpose", x, perm=perm)
+    idx = cx.emit("Cast", idx, to=int(DataType.INT64))
+    bounds = cx.emit("Concat", *(cx.dim_value(shape[d]) for d in smap), axis=0)
+    mode_name = str(mode).rsplit(".", 1)[-1].upper()
+    inside = None
+    if "CLIP" in mode_name:
+        idx = cx.emit("Max", cx.emit("Min", idx, cx.emit("Sub", bounds, cx.const(_i64([1])))), cx.const(_i64([0])))
+    elif "FILL" in mode_name:
+        ok = cx.emit("And", cx.emit("GreaterOrEqual", idx, cx.const(_i64([0]))), cx.emit("Less", idx, bounds))
+        inside = cx.emit("Cast", cx.emit("ReduceMin", cx.emit("Cast", ok, to=int(DataType.INT32)),
+                                         cx.const(_i64([-1])), keepdims=0), to=int(DataType.BOOL))  # fmt: skip
+        idx = cx.emit("Where", ok, idx, cx.const(_i64([0])))
+    y = cx.emit("GatherND", xt, idx)  # [batch..., rest...]
+    batch_rank = len(cx.shape(indices)) - 1
+    if inside is not None:
+        fill = fill_value
+        if fill is None:
+            np_dtype = np.dtype(to_numpy(cx.dtype(x)))
+            fill = (np.nan if np_dtype.kind in "fc" else np.iinfo(np_dtype).min if np_dtype.kind == "i"
+                    else np.iinfo(np_dtype).max if np_dtype.kind == "u" else True)  # fmt: skip
+        mask = cx.emit("Reshape", inside, cx.emit("Concat", cx.emit("Shape", inside),
+                                                  cx.const(_i64([1] * len(rest))), axis=0))  # fmt: skip
+        y = cx.emit("Where", mask, y, cx.value(fill, cx.dtype(x)))
+    # output: the rest axes sit at offset_dims, the batch axes fill the others in order
+    out_rank = batch_rank + len(rest)
+    offsets = list(dn.offset_dims)
+    batch_pos = [d for d in range(out_rank) if d not in offsets]
+    order = [0] * out_rank
+    for i, d in enumerate(batch_pos):
+        order[d] = i
+    for i, d in enumerate(offsets):
+        order[d] = batch_rank + i
+    if order == list(range(out_rank)):
+        return cx.typed("Identity", y)
+    return cx.typed("Transpose", y, perm=order)
+
+
+# -- call wrappers and control flow ----------------------------------------------------------------
+
+
+@prim("pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "custom_jvp_call", "custom_vjp_call",
+      "custom_vjp_call_jaxpr", "custom_lin", "remat2")  # fmt: skip
+def _call(cx, *args, **params):
+    closed = params.get("jaxpr") or params.get("call_jaxpr") or params.get("fun_jaxpr")
+    if closed is None:
+        raise NotMapped(f"{cx.eqn.primitive.name} without a jaxpr")
+    jaxpr = getattr(closed, "jaxpr", closed)
+    n = len(jaxpr.invars)
+    outs = cx.inline(closed, list(args)[-n:] if len(args) > n else list(args))
+    return outs if len(cx.eqn.outvars) != 1 else outs[0]
+
+
+def _owned(cx, g: Graph, v, aval=None) -> Value:
+    """``v`` as a value produced inside ``g`` (ONNX subgraph outputs must be)."""
+    from ..core_ir.builder import Builder
+    from .jax import aval_type
+
+    b = Builder(g, names=cx.importer.names)
+    if not isinstance(v, Value):
+        v = b.constant(np.asarray(v))
+    if v.producer() is not None and v.producer().graph is g and not v.is_graph_output():
+        return v
+    out = b.add_node("Identity", [v]).outputs[0]
+    out.type = v.type if v.type is not None else (aval_type(aval) if aval is not None else None)
+    return out
+
+
+@prim("cond")
+def _cond(cx, index, *operands, branches, **_):
+    index = cx.value(index)
+
+    def branch(k):
+        g = Graph(name=cx.importer.names.fresh(f"branch{k}"))
+        outs = cx.inline(branches[k], list(operands), g, prefix=f"b{k}.")
+        g.set_outputs([_owned(cx, g, v, a) for v, a in zip(outs, cx.out_avals, strict=True)])
+        return g
+
+    if len(branches) != 2:
+        raise NotMapped(f"cond with {len(branches)} branches (lax.switch)")
+    n_out = len(cx.eqn.outvars)
+    if cx.dtype(index) == DataType.BOOL:
+        pred = index
+    else:
+        pred = cx.emit("Equal", index, cx.value(0, cx.dtype(index)))
+    first, second = branch(0), branch(1)
+    if cx.dtype(index) == DataType.BOOL:
+        first, second = second, first  # a True predicate takes branches[1]
+    n = cx.node_typed("If", [cx.emit("Reshape", pred, cx.const(np.asarray([], np.int64)))],
+                      {"then_branch": first, "else_branch": second}, outputs=n_out)  # fmt: skip
+    return list(n.outputs) if n_out != 1 else n.outputs[0]
+
+
+@prim("while")
+def _while(cx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+    from .jax import aval_type
+
+    cconsts = list(operands[:cond_nconsts])
+    bconsts = list(operands[cond_nconsts:cond_nconsts + body_nconsts])
+    init = [cx.value(v) for v in operands[cond_nconsts + body_nconsts:]]
+    first = cx.inline(cond_jaxpr, cconsts + init)[0]
+    names = cx.importer.names
+    it = Value(names.fresh("while_iter"), TensorType(DataType.INT64, ()))
+    cond_in = Value(names.fresh("while_cond"), TensorType(DataType.BOOL, ()))
+    state = [Value(names.fresh("while_state"), aval_type(a)) for a in cx.out_avals]
+    body = Graph(inputs=[it, cond_in, *state], name=names.fresh("while_body"))
+    new = cx.inline(body_jaxpr, bconsts + state, body, prefix="body.")
+    again = cx.inline(cond_jaxpr, cconsts + list(new), body, prefix="cond.")[0]
+    body.set_outputs([_owned(cx, body, again), *(_owned(cx, body, v, a) for v, a in zip(new, cx.out_avals,
+                                                                                      strict=True))])  # fmt: skip
+    n = cx.node_typed("Loop", [None, cx.value(first), *init], {"body": body}, outputs=len(init))
+    return list(n.outputs) if len(init) != 1 else n.outputs[0]
+
+
+@prim("scan")
+def _scan(cx, *operands, jaxpr, length, reverse, num_consts, num_carry, **_):
+    """A Loop of ``length`` trips; the stacked outputs are carried buffers updated in place at the
+    trip's row, so their shapes are static (XLA takes that; a Loop's scan outputs it does not)."""
+    from .jax import aval_type
+
+    consts = list(operands[:num_consts])
+    carry = [cx.value(v) for v in operands[num_consts:num_consts + num_carry]]
+    xs = [cx.value(v) for v in operands[num_consts + num_carry:]]
+    ys_avals = cx.out_avals[num_carry:]
+    names = cx.importer.names
+    buffers = []
+    for a in ys_avals:
+        t = aval_type(a)
+        zero = cx.const(np.zeros((), to_numpy(t.dtype)))
+        buf = cx.emit("Expand", zero, _shape_vector(cx, list(a.shape)))
+        buf.type = t
+        buffers.append(buf)
+    it = Value(names.fresh("scan_iter"), TensorType(DataType.INT64, ()))
+    cond_in = Value(names.fresh("scan_cond"), TensorType(DataType.BOOL, ()))
+    state = [Value(names.fresh("scan_carry"), v.type) for v in carry]
+    bufs_in = [Value(names.fresh("scan_ys"), b.type) for b in buffers]
+    body = Graph(inputs=[it, cond_in, *state, *bufs_in], name=names.fresh("scan_body"))
+    from ..core_ir.builder import Builder
+    from .common import Emitter
+
+    e = Emitter(body, Builder(body, names=names))
+    e.metadata = dict(cx.metadata)
+    row = it
+    if reverse:
+        if not isinstance(length, (int, np.integer)):
+            raise NotMapped("a reversed scan of symbolic length")
+        row = e.emit("Sub", e.const(np.asarray(int(length) - 1, np.int64)), it)
+    slices = [e.emit("Gather", x, row, axis=0) for x in xs]
+    for s, x in zip(slices, xs, strict=True):
+        s.type = TensorType(x.type.dtype, tuple(x.type.shape[1:]))
+    outs = cx.inline(jaxpr, consts + state + slices, body, prefix="scan.")
+    new_carry, ys = outs[:num_carry], outs[num_carry:]
+    where = e.emit("Reshape", row, e.const(_i64([1, 1])))
+    new_bufs = []
+    for buf, y in zip(bufs_in, ys, strict=True):
+        y = y if isinstance(y, Value) else e.const(np.asarray(y))
+        nb = e.emit("ScatterND", buf, where, e.emit("Unsqueeze", y, e.const(_i64([0]))))
+        nb.type = buf.type
+        new_bufs.append(nb)
+    keep = e.emit("Identity", cond_in)
+    keep.type = cond_in.type
+    body.set_outputs([keep, *(_owned(cx, body, v) for v in new_carry), *(_owned(cx, body, v) for v in new_bufs)])
+    trips = cx.const(np.asarray(length, np.int64)) if isinstance(length, (int, np.integer)) else cx.emit(
+        "Squeeze", cx.dim_value(length))
+    n = cx.node_typed("Loop", [trips, cx.const(np.asarray(True)), *carry, *buffers], {"body": body},
+                      outputs=len(carry) + len(buffers))  # fmt: skip
+    return list(n.outputs)

@@ -36,6 +36,20 @@ def from_onnx(model_proto) -> Model:
     return _load(model_proto)
 
 
+def from_torch(module, example_args=(), **kwargs) -> Model:
+    """Import a ``torch.nn.Module`` through ``torch.export`` (see :func:`irforge.frontends.from_torch`)."""
+    from .frontends.torch import from_torch as _from_torch
+
+    return _from_torch(module, example_args, **kwargs)
+
+
+def from_jax(fn, *example_args, **kwargs) -> Model:
+    """Import a JAX function through its jaxpr (see :func:`irforge.frontends.from_jax`)."""
+    from .frontends.jax import from_jax as _from_jax
+
+    return _from_jax(fn, *example_args, **kwargs)
+
+
 def save(model: Model, path: str | os.PathLike, **kwargs) -> None:
     """Save as ONNX (see :func:`irforge.backends.onnx.save` for external-data options)."""
     from .backends.onnx import save as _save
@@ -128,5 +142,5 @@ def compile(model: Model, backend: str = "xla", device: str = "cpu"):
 
 __all__ = [
     "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "backend", "compile", "emit",
-    "from_onnx", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+    "from_jax", "from_onnx", "from_torch", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
 ]  # fmt: skip

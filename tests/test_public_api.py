@@ -20,7 +20,12 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "small_cnn.o
 
 TOP_LEVEL = {
     "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "backend", "compile", "emit",
-    "from_onnx", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+    "from_jax", "from_onnx", "from_torch", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+}  # fmt: skip
+
+FRONTENDS = {
+    "FRAMEWORK_OP", "MODULE", "SOURCE", "Emitter", "FrontendError", "NotMapped", "UnmappedOp", "UnsupportedOpsError",
+    "from_exported_program", "from_jax", "from_jaxpr", "from_torch", "load",
 }  # fmt: skip
 
 BACKENDS = {
@@ -74,13 +79,14 @@ def test_exported_names_are_pinned():
 
 def test_every_subpackage_pins_its_names_and_documents_them():
     import irforge.backends
+    import irforge.frontends
     import irforge.passes
     import irforge.plugins
     import irforge.testing
 
     for module, names in ((irforge, TOP_LEVEL), (irforge.core_ir, CORE_IR), (irforge.passes, PASSES),
                           (irforge.plugins, PLUGINS), (irforge.testing, TESTING),
-                          (irforge.backends, BACKENDS)):  # fmt: skip
+                          (irforge.backends, BACKENDS), (irforge.frontends, FRONTENDS)):  # fmt: skip
         assert set(module.__all__) == names, module.__name__
         for name in names:
             obj = getattr(module, name)
@@ -130,7 +136,7 @@ def test_entry_point_signatures():
 
 def test_import_irforge_does_not_load_heavy_toolchains():
     code = (
-        "import sys, irforge, irforge.core_ir; "
+        "import sys, irforge, irforge.core_ir, irforge.frontends; "
         "heavy = ('torch', 'jax', 'tvm', 'onnxruntime', 'onnx.reference', 'networkx'); "
         "heavy = [m for m in heavy if m in sys.modules]; "
         "print(heavy)"

@@ -35,7 +35,8 @@ class SampleResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _compare(got: Sequence, expected: Sequence, shape_only: bool = False) -> str | None:
+def _compare(got: Sequence, expected: Sequence, shape_only: bool = False, rtol: float = RTOL,
+             atol: float = ATOL) -> str | None:  # fmt: skip
     """None when ``got`` matches ``expected``; else what differs."""
     if len(got) != len(expected):
         return f"{len(got)} outputs, expected {len(expected)}"
@@ -47,9 +48,11 @@ def _compare(got: Sequence, expected: Sequence, shape_only: bool = False) -> str
             return f"output {i}: dtype {g.dtype}, expected {e.dtype}"
         if shape_only:
             continue
+        if e.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # ml_dtypes floats: compare in float32
+            g, e = g.astype(np.float32), e.astype(np.float32)
         if e.dtype.kind in "fc":
-            if not np.allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True):
-                bad = ~np.isclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+            if not np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True):
+                bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
                 return f"output {i}: {int(bad.sum())} of {e.size} values off (first {g[bad][:3]} vs {e[bad][:3]})"
         elif not np.array_equal(g, e):
             return f"output {i}: values differ"
@@ -165,6 +168,7 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ep = torch.export.export(module, tuple(tensors), strict=False).run_decompositions()
+        shape_only = shape_only or _draws_random(ep)
         arrays = [t.numpy() for t in tensors]
     except Exception as e:
         return every("not-exported", _first_line(e))
@@ -193,6 +197,16 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
             if result.outcomes[e] == "pass":
                 result.outcomes[e] = "nondeterministic"
     return result
+
+
+_RANDOM = ("rand", "normal", "uniform", "bernoulli", "dropout", "multinomial", "exponential", "cauchy",
+           "geometric", "log_normal", "poisson")  # fmt: skip
+
+
+def _draws_random(ep) -> bool:
+    """Whether the program draws random numbers: no engine reproduces torch's generator, so such
+    samples are compared on shape and dtype only."""
+    return any(n.op == "call_function" and any(r in str(n.target) for r in _RANDOM) for n in ep.graph.nodes)
 
 
 def _torch_peer(module, tensors, arrays):
@@ -251,3 +265,119 @@ def tally(results: Iterable[SampleResult]) -> dict[str, dict[str, int]]:
             counts = out.setdefault(engine, dict.fromkeys(OUTCOMES, 0))
             counts[outcome] += 1
     return out
+
+
+# -- JAX primitive harnesses -----------------------------------------------------------------------
+
+_JAX_TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
+
+
+def jax_harnesses(groups: Iterable[str] | None = None, per_group: int | None = None) -> list:
+    """``test_harnesses.all_harnesses`` that run on CPU without x64 (optionally only ``groups``,
+    and at most ``per_group`` of each, the first ones in the suite's order)."""
+    import jax
+    from jax._src.internal_test_util import test_harnesses
+
+    wanted = set(groups) if groups is not None else None
+    x64 = jax.config.jax_enable_x64
+    out, seen = [], {}
+    for h in test_harnesses.all_harnesses:
+        if wanted is not None and h.group_name not in wanted:
+            continue
+        if not h.filter("cpu", include_jax_unimpl=False):
+            continue
+        if not x64 and np.dtype(h.dtype).itemsize == 8 and np.dtype(h.dtype).kind in "fiuc":
+            continue
+        if per_group is not None and seen.get(h.group_name, 0) >= per_group:
+            continue
+        seen[h.group_name] = seen.get(h.group_name, 0) + 1
+        out.append(h)
+    return out
+
+
+def run_jax_harness(h, backends: Sequence[str] = ("reference",), peer: bool = False) -> SampleResult:
+    """One harness: jit it for the expected outputs, import it with :func:`from_jax`, run ``backends``."""
+    import jax
+
+    from .common import UnsupportedOpsError
+    from .jax import from_jax
+
+    result = SampleResult(h.group_name, 0)
+    result.details["name"] = h.fullname
+    engines = [*backends, *(["peer"] if peer else [])]
+    try:
+        args = h.dyn_args_maker(np.random.RandomState(0))
+        fun = h.dyn_fun
+        expected = [np.asarray(o) for o in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
+        again = [np.asarray(o) for o in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
+        arrays = [np.asarray(a).astype(jax.dtypes.canonicalize_dtype(np.asarray(a).dtype)) for a in args]
+    except Exception as e:
+        for b in engines:
+            result.outcomes[b], result.details[b] = "not-exported", _first_line(e)
+        return result
+    if any(e.dtype.kind == "c" for e in expected) or any(a.dtype.kind == "c" for a in arrays):
+        for b in engines:
+            result.outcomes[b], result.details[b] = "not-exported", "complex numbers"
+        return result
+    shape_only = _compare(again, expected) is not None
+    rtol, atol = _JAX_TOLERANCES.get(str(expected[0].dtype) if expected else "", (RTOL, ATOL))
+    t0 = time.perf_counter()
+    model = None
+    try:
+        model = from_jax(fun, *args)
+    except UnsupportedOpsError as e:
+        for b in backends:
+            result.outcomes[b], result.details[b] = "unmapped", ", ".join(u.op for u in e.ops)
+    except Exception as e:
+        for b in backends:
+            result.outcomes[b], result.details[b] = "error", "import: " + _first_line(e)
+    result.seconds["import"] = time.perf_counter() - t0
+
+    def judge(engine, got):
+        if isinstance(got, BaseException):
+            result.outcomes[engine], result.details[engine] = "error", _first_line(got)
+            return
+        why = _compare(got, expected, shape_only, rtol, atol)
+        result.outcomes[engine], result.details[engine] = ("wrong", why) if why else ("pass", "")
+
+    if model is not None:
+        for b, got in run_backends(model, arrays, backends).items():
+            judge(b, got)
+    if peer:
+        judge("peer", _jax_peer(fun, args, arrays))
+    if shape_only:
+        for e in engines:
+            if result.outcomes[e] == "pass":
+                result.outcomes[e] = "nondeterministic"
+    return result
+
+
+def _jax_peer(fun, args, arrays):
+    """jax2onnx then onnxruntime, on the same harness."""
+    try:
+        import jax
+        import jax2onnx
+        import onnxruntime as ort
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            proto = jax2onnx.to_onnx(fun, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays])
+        options = ort.SessionOptions()
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        return [np.asarray(o) for o in session.run(None, dict(zip(names, arrays, strict=False)))]
+    except Exception as e:
+        return e
+
+
+def run_jax_suite(harnesses: Sequence | None = None, backends: Sequence[str] = ("reference",), *, peer: bool = False,
+                  progress: Callable[[SampleResult], None] | None = None) -> list[SampleResult]:  # fmt: skip
+    """Every harness (default: all that run here) through :func:`from_jax` and ``backends``."""
+    results = []
+    for h in harnesses if harnesses is not None else jax_harnesses():
+        r = run_jax_harness(h, backends, peer)
+        results.append(r)
+        if progress:
+            progress(r)
+    return results

@@ -25,7 +25,18 @@ from ..core_ir.node import Node
 from ..core_ir.tensors import NumpyTensor
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from .common import FRAMEWORK_OP, MODULE, SOURCE, Emitter, FrontendError, NotMapped, Unmapped, plugin_converters
+from .common import (
+    FRAMEWORK_OP,
+    MODULE,
+    SOURCE,
+    Emitter,
+    FrontendError,
+    NotMapped,
+    Unmapped,
+    UnmappedOp,
+    UnsupportedOpsError,
+    plugin_converters,
+)
 
 OPSET = 21
 KEEP_DOMAIN = "jax.lax"
@@ -310,9 +321,7 @@ class _Importer:
             result = fn(cx, *args, **eqn.params)
         except NotMapped as e:
             if not self.keep_unmapped:
-                where = f" at {loc}" if loc else ""
-                raise FrontendError(f"jax primitive {name}{where}: cannot be mapped: {e}. Map it from a plugin "
-                                    "(irforge_register_frontend_ops) or import with keep_unmapped=True") from None
+                raise UnsupportedOpsError("jax", [UnmappedOp(name, 1, loc, str(e))]) from None
             del cx.b.created[first:]
             result = self._keep(cx, eqn, name, args)
         created = cx.b.created[first:]
@@ -371,8 +380,8 @@ def _eval_dim(cx: Emitter, text: str, env: dict[str, Value]) -> Value:
 
 
 def _read(env, var):
-    if hasattr(var, "val") and not hasattr(var, "suffix") and type(var).__name__ == "Literal":
-        return np.asarray(var.val)
+    if type(var).__name__ == "Literal":
+        return np.asarray(var.val, dtype=var.aval.dtype)
     if type(var).__name__ == "DropVar":
         return None
     return env[var]

@@ -92,21 +92,41 @@ def _not(cx, x, **_):
     return cx.typed("Not" if cx.out_dtype == DataType.BOOL else "BitwiseNot", x)
 
 
+_UNSIGNED = {DataType.INT8: DataType.UINT8, DataType.INT16: DataType.UINT16, DataType.INT32: DataType.UINT32,
+             DataType.INT64: DataType.UINT64}  # fmt: skip
+
+
 @prim("shift_left", "shift_right_logical")
 def _shift(cx, a, b, **_):
-    if cx.out_dtype not in (DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64):
-        raise NotMapped("bit shifts of signed integers (ONNX BitShift takes unsigned ones)")
     a, b = _same_type(cx, a, b)
-    return cx.typed("BitShift", a, b, direction="LEFT" if "left" in cx.eqn.primitive.name else "RIGHT")
+    dtype = cx.out_dtype
+    direction = "LEFT" if "left" in cx.eqn.primitive.name else "RIGHT"
+    bits = np.dtype(to_numpy(dtype)).itemsize * 8
+    if dtype in _UNSIGNED:  # a logical shift of the same bits, unsigned
+        a, b = cx.emit("Cast", a, to=int(_UNSIGNED[dtype])), cx.emit("Cast", b, to=int(_UNSIGNED[dtype]))
+    y = cx.emit("BitShift", a, b, direction=direction)
+    # lax: a shift by the width or more gives 0 (ONNX leaves it undefined)
+    too_far = cx.emit("Not", cx.emit("Less", b, cx.value(bits, cx.dtype(b))))
+    y = cx.emit("Where", too_far, cx.value(0, cx.dtype(a)), y)
+    return cx.typed("Cast", y, to=int(dtype)) if dtype in _UNSIGNED else cx.typed("Identity", y)
+
+
+@prim("erfc")
+def _erfc(cx, x, **_):
+    return cx.typed("Sub", cx.value(1, cx.dtype(x)), cx.emit("Erf", x))
 
 
 @prim("round")
 def _round(cx, x, rounding_method=0, **_):
     if int(rounding_method) == 1:  # TO_NEAREST_EVEN
         return cx.typed("Round", x)
-    # AWAY_FROM_ZERO: sign(x) * floor(|x| + 0.5)
-    half = cx.value(0.5, cx.dtype(x))
-    return cx.typed("Mul", cx.emit("Sign", x), cx.emit("Floor", cx.emit("Add", cx.emit("Abs", x), half)))
+    # AWAY_FROM_ZERO: sign(x) * floor(|x| + 0.5), in float32 at least (|x| + 0.5 must not round)
+    dtype = cx.dtype(x)
+    wide = dtype in (DataType.FLOAT16, DataType.BFLOAT16)
+    xf = cx.emit("Cast", x, to=int(DataType.FLOAT)) if wide else x
+    half = cx.value(0.5, cx.dtype(xf))
+    y = cx.emit("Mul", cx.emit("Sign", xf), cx.emit("Floor", cx.emit("Add", cx.emit("Abs", xf), half)))
+    return cx.typed("Cast", y, to=int(dtype)) if wide else cx.typed("Identity", y)
 
 
 @prim("exp2")
@@ -179,7 +199,7 @@ def _atan2(cx, y, x, **_):
 @prim("clamp")
 def _clamp(cx, lo, x, hi, **_):
     x, lo, hi = _same_type(cx, x, lo, hi)
-    return cx.typed("Max", cx.emit("Min", x, hi), lo)
+    return cx.typed("Min", cx.emit("Max", x, lo), hi)
 
 
 @prim("select_n")
@@ -202,7 +222,7 @@ def _convert(cx, x, new_dtype=None, **_):
     return cx.typed("Cast", x, to=int(cx.out_dtype))
 
 
-@prim("stop_gradient", "copy", "copy_p", "optimization_barrier", "reduce_precision_identity")
+@prim("stop_gradient", "copy", "copy_p", "optimization_barrier", "device_put")
 def _identity(cx, *xs, **_):
     outs = [cx.emit("Identity", cx.value(x)) for x in xs]
     for o, a in zip(outs, cx.out_avals, strict=False):
@@ -415,13 +435,10 @@ def _cumsum(cx, x, axis, reverse=False, **_):
     return cx.typed("CumSum", x, cx.const(np.asarray(axis, np.int64)), reverse=int(bool(reverse)))
 
 
-@prim("cumlogsumexp", "cumprod", "cummax", "cummin")
-def _cumulative(cx, x, axis, reverse=False, **_):
-    name = cx.eqn.primitive.name
-    if name == "cumlogsumexp":
-        return cx.typed("Log", cx.emit("CumSum", cx.emit("Exp", x), cx.const(np.asarray(axis, np.int64)),
-                                       reverse=int(bool(reverse))))  # fmt: skip
-    raise NotMapped(f"{name} (ONNX has a cumulative sum only)")
+@prim("cumlogsumexp")
+def _cumlogsumexp(cx, x, axis, reverse=False, **_):
+    return cx.typed("Log", cx.emit("CumSum", cx.emit("Exp", x), cx.const(np.asarray(axis, np.int64)),
+                                   reverse=int(bool(reverse))))  # fmt: skip
 
 
 @prim("sort")
@@ -545,12 +562,13 @@ def _window(cx, x, op, window_dimensions, window_strides, padding, base_dilation
     spatial = [i for i in range(rank) if window_dimensions[i] != 1 or window_strides[i] != 1
                or tuple(padding[i]) != (0, 0) or window_dilation[i] != 1]  # fmt: skip
     other = [i for i in range(rank) if i not in spatial]
-    if not spatial or len(other) not in (1, 2):
+    if not spatial or len(other) > 2:
         raise NotMapped("reduce_window whose window spans no axis or more than two batch/feature axes")
     perm = other + spatial
     y = cx.emit("Transpose", x, perm=perm) if perm != list(range(rank)) else x
-    if len(other) == 1:
-        y = cx.emit("Unsqueeze", y, cx.const(_i64([1])))
+    added = list(range(2 - len(other)))  # pooling wants [N, C, spatial...]
+    if added:
+        y = cx.emit("Unsqueeze", y, cx.const(_i64(added)))
     attrs = {"kernel_shape": [window_dimensions[i] for i in spatial], "strides": [window_strides[i] for i in spatial],
              "pads": [padding[i][0] for i in spatial] + [padding[i][1] for i in spatial]}  # fmt: skip
     if op == "MaxPool":
@@ -562,8 +580,8 @@ def _window(cx, x, op, window_dimensions, window_strides, padding, base_dilation
         y = cx.emit("AveragePool", y, count_include_pad=1, **attrs)
         size = int(np.prod(attrs["kernel_shape"]))
         y = cx.emit("Mul", y, cx.value(size, cx.dtype(x)))
-    if len(other) == 1:
-        y = cx.emit("Squeeze", y, cx.const(_i64([1])))
+    if added:
+        y = cx.emit("Squeeze", y, cx.const(_i64(added)))
     inverse = [perm.index(i) for i in range(rank)]
     if inverse == list(range(rank)):
         return cx.typed("Identity", y)

@@ -35,6 +35,8 @@ from .common import (
     FrontendError,
     NotMapped,
     Unmapped,
+    UnmappedOp,
+    UnsupportedOpsError,
     plugin_converters,
 )
 
@@ -424,9 +426,7 @@ class _Importer:
             result = fn(cx, *args, **kwargs)
         except NotMapped as e:
             if not self.keep_unmapped:
-                where = f" at {loc}" if loc else ""
-                raise FrontendError(f"{name} (node {node.name!r}{where}): cannot be mapped: {e}. Map it from a plugin "
-                                    "(irforge_register_frontend_ops) or import with keep_unmapped=True") from None
+                raise UnsupportedOpsError("torch", [UnmappedOp(name, 1, loc, f"node {node.name!r}: {e}")]) from None
             del cx.b.created[first_new:]
             result = self._keep(cx, node, name, args, kwargs)
         created = cx.b.created[first_new:]

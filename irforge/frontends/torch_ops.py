@@ -946,6 +946,10 @@ def _rand(cx, size, **kw):
 
 @aten("rand_like.default", "randn_like.default")
 def _rand_like(cx, x, **kw):
+    shape = cx.shape(x)
+    if all(isinstance(d, int) for d in shape):  # the static form every runtime implements
+        op = "RandomNormal" if "randn" in str(cx.fx.target) else "RandomUniform"
+        return cx.emit_typed(op, dtype=int(cx.out_dtype), shape=list(shape))
     op = "RandomNormalLike" if "randn" in str(cx.fx.target) else "RandomUniformLike"
     return cx.emit_typed(op, x, dtype=int(cx.out_dtype))
 
@@ -986,7 +990,8 @@ def _batch_norm_eval(cx, x, w, b, mean, var, momentum, eps):
     if cx.rank(x) < 2:
         raise NotMapped("batch norm of rank < 2")
     n = cx.node_typed("BatchNormalization", [x, w, b, mean, var], {"epsilon": float(eps)}, outputs=1)
-    return n.outputs[0], None, None
+    empty = cx.const(np.zeros(0, to_numpy(cx.dtype(x))))  # eval mode saves no statistics
+    return n.outputs[0], empty, empty
 
 
 @aten("_native_batch_norm_legit.no_stats", "_native_batch_norm_legit.default",
@@ -995,9 +1000,11 @@ def _batch_norm_train(cx, x, w, b, *rest):
     functional = "functional" in str(cx.fx.target)
     if "no_stats" in str(cx.fx.target):
         running_mean = running_var = None
-        _training, momentum, eps = rest
+        _, momentum, eps = rest
     else:
-        running_mean, running_var, _training, momentum, eps = rest
+        running_mean, running_var, training, momentum, eps = rest
+        if not training and running_mean is not None and not functional:
+            return _batch_norm_eval(cx, x, w, b, running_mean, running_var, momentum, eps)
     rank = cx.rank(x)
     axes = cx.const(np.asarray([0, *range(2, rank)], np.int64))
     mean = cx.emit("ReduceMean", x, axes, keepdims=1)

@@ -1,0 +1,172 @@
+"""from_torch: models of the common architectures compute what eager PyTorch computes, on the
+reference interpreter, onnxruntime and XLA, before and after -O2; dims, weights and provenance
+come through; ops irforge cannot map are reported whole, kept on request, or mapped by a plugin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from frontend_check import assert_matches  # noqa: E402
+from torch_models import MODELS  # noqa: E402
+
+import irforge  # noqa: E402
+from irforge.core_ir.printer import print_model  # noqa: E402
+from irforge.frontends import FrontendError, UnsupportedOpsError, from_torch  # noqa: E402
+from irforge.plugins import build_registry, hookimpl  # noqa: E402
+
+
+def _eager(module, args):
+    with torch.no_grad():
+        out = module(*args)
+    return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_matches_eager_on_every_backend_before_and_after_O2(name):
+    module, args, dynamic = MODELS[name]()
+    model = from_torch(module, args, dynamic_shapes=dynamic)
+    assert_matches(model, [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), pipeline="-O2")  # fmt: skip
+
+
+def test_dynamic_batch_is_a_named_dim_and_other_batch_sizes_run():
+    module, args, dynamic = MODELS["bert_dynamic"]()
+    model = from_torch(module, args, dynamic_shapes=dynamic)
+    assert [v.type.shape for v in model.graph.inputs] == [("batch", 16), ("batch", 16)]
+    ids = torch.randint(0, 100, (5, 16))
+    mask = torch.ones(5, 16, dtype=torch.int64)
+    assert_matches(model, [ids.numpy(), mask.numpy()], _eager(module, (ids, mask)), backends=("reference", "xla"))
+
+
+class _Pairs(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(x.shape[0] // 2, 2, x.shape[1]).sum(1)
+
+
+def test_a_derived_dim_is_an_expression_of_its_root():
+    n = torch.export.Dim("n", max=64)
+    x = torch.randn(6, 3)
+    model = from_torch(_Pairs(), (x,), dynamic_shapes={"x": {0: 2 * n}})
+    assert model.graph.inputs[0].type.shape == ("2*n", 3)
+    assert model.graph.outputs[0].type.shape == ("n", 3)
+    x8 = torch.randn(8, 3)
+    assert_matches(model, [x8.numpy()], _eager(_Pairs(), (x8,)), backends=("reference", "onnxruntime"))
+
+
+def test_parameters_are_named_initializers_sharing_the_modules_memory():
+    module, args, _ = MODELS["resnet50"]()
+    model = from_torch(module, args)
+    inits = model.graph.initializers
+    state = module.state_dict()
+    weight = inits["0.weight"].const_value.numpy()
+    assert np.shares_memory(weight, state["0.weight"].numpy())
+    assert {"0.weight", "1.running_mean", "4.conv1.weight"} <= set(inits)
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+def test_nodes_carry_source_line_module_path_and_aten_op_through_print_and_O2():
+    model = from_torch(_Net(), (torch.randn(1, 3, 8, 8),))
+    conv = next(n for n in model.graph if n.op_type == "Conv")
+    assert conv.metadata["module"] == "conv"
+    assert conv.metadata["framework_op"] == "aten.convolution.default"
+    assert conv.metadata["source"].startswith(__file__ + ":")
+    assert f'"source": "{__file__}:' in print_model(model)
+    irforge.optimize(model, "-O2")
+    conv = next(n for n in model.graph if n.op_type == "Conv")
+    assert conv.metadata["module"] == "conv" and conv.metadata["source"].startswith(__file__)
+
+
+class _Branchy(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda t: t.sin() * 2, lambda t: t.cos() - 1, (x,))
+
+
+class _Countdown(torch.nn.Module):
+    def forward(self, x):
+        from torch._higher_order_ops.while_loop import while_loop
+
+        return while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2 + 1), (torch.tensor(0), x))[1]
+
+
+@pytest.mark.parametrize("module", [_Branchy(), _Countdown()], ids=["cond", "while_loop"])
+def test_control_flow_becomes_if_and_loop(module):
+    for x in (torch.randn(3, 4), -torch.rand(3, 4) - 0.1):
+        model = from_torch(module, (x,))
+        ops = {n.op_type for n in model.graph}
+        assert ops & {"If", "Loop"}
+        assert_matches(model, [x.numpy()], _eager(module, (x,)), backends=("reference", "onnxruntime"))
+
+
+class _Special(torch.nn.Module):
+    def forward(self, x):
+        return torch.special.bessel_j0(x) + torch.special.bessel_j0(x * 2) + torch.special.bessel_j1(x)
+
+
+def test_every_unmapped_op_is_reported_at_once_with_count_and_line():
+    with pytest.raises(UnsupportedOpsError) as info:
+        from_torch(_Special(), (torch.randn(3),))
+    ops = {u.op: u for u in info.value.ops}
+    assert ops["aten.special_bessel_j0.default"].count == 2
+    assert "aten.special_bessel_j1.default" in ops
+    assert ops["aten.special_bessel_j0.default"].location.startswith(__file__)
+    assert "keep_unmapped=True" in str(info.value) and "irforge_register_frontend_ops" in str(info.value)
+
+
+def test_keep_unmapped_keeps_them_as_torch_aten_nodes():
+    model = from_torch(_Special(), (torch.randn(3),), keep_unmapped=True)
+    kept = [n for n in model.graph if n.domain == "torch.aten"]
+    assert sorted(n.op_type for n in kept) == ["special_bessel_j0.default"] * 2 + ["special_bessel_j1.default"]
+    assert all(n.outputs[0].type.shape == (3,) for n in kept)
+
+
+class _BesselPlugin:
+    @hookimpl
+    def irforge_register_frontend_ops(self):
+        def j0_as_cos(cx, x):  # a deliberately simple stand-in, enough to see the hook used
+            return cx.emit_typed("Cos", x)
+
+        return [("torch", "aten.special_bessel_j0.default", j0_as_cos),
+                ("torch", "aten.special_bessel_j1.default", j0_as_cos)]  # fmt: skip
+
+
+def test_a_plugin_maps_an_op_through_the_frontend_hook(monkeypatch):
+    registry = build_registry(discover=False, plugins=[_BesselPlugin()])
+    monkeypatch.setattr("irforge.plugins.default_registry", lambda: registry)
+    x = torch.randn(3)
+    model = from_torch(_Special(), (x,))
+    expected = (torch.cos(x) + torch.cos(x * 2) + torch.cos(x)).numpy()
+    assert_matches(model, [x.numpy()], [expected])
+
+
+def test_bad_input_is_a_frontend_error_naming_it():
+    with pytest.raises(FrontendError, match=r"takes a torch\.nn\.Module"):
+        from_torch(lambda x: x, (torch.randn(2),))
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(int(x.sum()))
+
+    with pytest.raises(FrontendError, match=r"torch\.export could not export DataDependent"):
+        from_torch(DataDependent(), (torch.randn(2),))
+
+
+def test_the_users_module_is_left_unchanged():
+    module, args, _ = MODELS["mobilenet_v2"]()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    model = from_torch(module, args)
+    irforge.optimize(model, "-O2")
+    after = module.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert not module.training

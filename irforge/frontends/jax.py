@@ -225,7 +225,7 @@ class JaxContext(Emitter):
 
     def inline(self, closed, args: Sequence, graph: Graph | None = None, prefix: str = "") -> list:
         """Convert a (closed) sub-jaxpr with its inputs bound to ``args``; its outputs."""
-        return self.importer.inline(closed, list(args), graph or self.graph, prefix)
+        return self.importer.inline(closed, list(args), self.graph if graph is None else graph, prefix)
 
 
 class _Importer:

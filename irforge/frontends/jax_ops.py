@@ -209,6 +209,9 @@ def _select_n(cx, which, *cases):
     if len(cases) == 1:
         return cx.typed("Identity", cases[0])
     if cx.dtype(which) == DataType.BOOL:
+        if cx.dtype(cases[0]) == DataType.BOOL:  # onnxruntime has no boolean Where
+            picked = cx.emit("And", which, cases[1])
+            return cx.typed("Or", picked, cx.emit("And", cx.emit("Not", which), cases[0]))
         return cx.typed("Where", which, cases[1], cases[0])
     out = cases[-1]
     for i in range(len(cases) - 2, -1, -1):

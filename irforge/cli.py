@@ -231,7 +231,9 @@ def _irforge_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plugins", help="list the installed plugins, what each registered, and the ones that failed")
     pl.set_defaults(func=cmd_plugins)
     from .cli_backends import add_parsers
+    from .cli_frontends import add_parsers as add_frontend_parsers
 
+    add_frontend_parsers(sub)
     add_parsers(sub)
     return p
 

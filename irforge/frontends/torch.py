@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import operator
 import re
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,8 +68,11 @@ def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict
                             "wrap a function in a Module whose forward calls it")  # fmt: skip
     args = tuple(example_args)
     try:
-        ep = torch.export.export(module, args, kwargs=example_kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
-        ep = ep.run_decompositions()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecations, not the user's concern
+            ep = torch.export.export(module, args, kwargs=example_kwargs, dynamic_shapes=dynamic_shapes,
+                                     strict=strict)  # fmt: skip
+            ep = ep.run_decompositions()
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         what = f"{type(module).__name__}: {type(e).__name__}: {first}"
@@ -349,8 +353,6 @@ class _Importer:
         user = [s for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
         mutations = [s for s in sig.output_specs if s.kind.name != "USER_OUTPUT"]
         if mutations:
-            import warnings
-
             warnings.warn(f"the module updates {len(mutations)} buffer(s) in place ({mutations[0].target}, ...); the "
                           "imported model computes its outputs only, without those updates", stacklevel=3)  # fmt: skip
         index = {s.arg.name: i for i, s in enumerate(sig.output_specs) if hasattr(s.arg, "name")}

@@ -73,7 +73,7 @@ def render(data: dict) -> str:
         "each then onnxruntime, on the same samples.",
         "",
     ]
-    for suite, meta in data["suites"].items():
+    for meta in data["suites"].values():
         rows = meta["results"]
         engines = list(dict.fromkeys(e for r in rows for e in r["outcomes"]))
         lines += [f"## {meta['title']}", "", f"{meta['versions']}; {len(rows)} samples of {meta['ops']} ops, "
@@ -130,8 +130,9 @@ def main() -> None:
             rows = _run(suite, args)
             title = "PyTorch OpInfo → from_torch" if suite == "torch" else "JAX primitive harnesses → from_jax"
             versions = f"torch {torch.__version__}" if suite == "torch" else f"jax {jax.__version__}"
+            seconds = time.perf_counter() - t0
             data["suites"][suite] = {"title": title, "versions": versions, "results": rows,
-                                     "ops": len({r["op"] for r in rows}), "seconds": time.perf_counter() - t0}  # fmt: skip
+                                     "ops": len({r["op"] for r in rows}), "seconds": seconds}  # fmt: skip
         os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
         with open(RESULTS, "w") as f:
             json.dump(data, f)

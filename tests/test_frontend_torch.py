@@ -80,7 +80,7 @@ def test_nodes_carry_source_line_module_path_and_aten_op_through_print_and_O2():
     model = from_torch(_Net(), (torch.randn(1, 3, 8, 8),))
     conv = next(n for n in model.graph if n.op_type == "Conv")
     assert conv.metadata["module"] == "conv"
-    assert conv.metadata["framework_op"] == "aten.convolution.default"
+    assert conv.metadata["framework_op"] == "aten.conv2d.default"
     assert conv.metadata["source"].startswith(__file__ + ":")
     assert f'"source": "{__file__}:' in print_model(model)
     irforge.optimize(model, "-O2")
@@ -170,3 +170,23 @@ def test_the_users_module_is_left_unchanged():
     after = module.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not module.training
+
+
+@pytest.mark.parametrize("decompose", ["auto", True])
+def test_a_fully_mapped_program_imports_undecomposed_and_both_ways_agree(decompose):
+    module, args, _ = MODELS["vit_block"]()
+    model = from_torch(module, args, decompose=decompose)
+    ops = {n.op_type for n in model.graph}
+    assert ("LayerNormalization" in ops) and (("aten.layer_norm.default" in {
+        n.metadata.get("framework_op") for n in model.graph}) == (decompose == "auto"))
+    assert_matches(model, [a.numpy() for a in args], _eager(module, args), backends=("reference",))
+
+
+def test_an_op_refused_as_exported_sends_the_program_through_decomposition():
+    module = torch.nn.Sequential(torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.0)).train()
+    x = torch.randn(8, 4)
+    model = from_torch(module, (x,))
+    assert "aten.batch_norm.default" not in {n.metadata.get("framework_op") for n in model.graph}
+    with torch.no_grad():
+        expected = torch.nn.functional.batch_norm(x, None, None, training=True).numpy()
+    assert_matches(model, [x.numpy()], [expected])

@@ -147,7 +147,7 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
     import torch
 
     from .common import UnsupportedOpsError
-    from .torch import from_exported_program
+    from .torch import import_program
 
     result = SampleResult(torch_op_name(op), index)
     engines = [*backends, *(["peer"] if peer else [])]
@@ -167,14 +167,14 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
         shape_only = _compare(_torch_outputs(second), expected) is not None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ep = torch.export.export(module, tuple(tensors), strict=False).run_decompositions()
+            ep = torch.export.export(module, tuple(tensors), strict=False)
         shape_only = shape_only or _draws_random(ep)
         arrays = [t.numpy() for t in tensors]
     except Exception as e:
         return every("not-exported", _first_line(e))
     t0 = time.perf_counter()
     try:
-        model = from_exported_program(ep)
+        model = import_program(ep)
     except UnsupportedOpsError as e:
         for b in backends:
             result.outcomes[b], result.details[b] = "unmapped", ", ".join(u.op for u in e.ops)

@@ -55,11 +55,15 @@ def _torch():
 
 
 def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict | None = None,
-               dynamic_shapes: Any = None, keep_unmapped: bool = False, strict: bool = False) -> Model:  # fmt: skip
+               dynamic_shapes: Any = None, keep_unmapped: bool = False, strict: bool = False,
+               decompose: bool | str = "auto") -> Model:  # fmt: skip
     """Import ``module`` (a ``torch.nn.Module``) as exported by ``torch.export`` on ``example_args``.
 
     ``dynamic_shapes`` is passed to ``torch.export.export``; its ``Dim`` names become the IR's
-    named dims.  Raises :class:`~irforge.frontends.UnsupportedOpsError` listing every ATen op
+    named dims.  ``decompose``: ``"auto"`` imports the exported program as it is when irforge maps
+    every op in it (``linear``, ``layer_norm``, ``scaled_dot_product_attention``, ...) and otherwise
+    lowers it to core ATen with ``run_decompositions`` first; ``True`` always decomposes; ``False``
+    never does.  Raises :class:`~irforge.frontends.UnsupportedOpsError` listing every ATen op
     irforge cannot map (with ``keep_unmapped=True`` they stay as ``torch.aten`` nodes instead).
     """
     torch = _torch()
@@ -72,13 +76,37 @@ def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict
             warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecations, not the user's concern
             ep = torch.export.export(module, args, kwargs=example_kwargs, dynamic_shapes=dynamic_shapes,
                                      strict=strict)  # fmt: skip
-            ep = ep.run_decompositions()
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        what = f"{type(module).__name__}: {type(e).__name__}: {first}"
-        raise FrontendError(f"torch.export could not export {what}") from e
+        raise _export_failed(module, e) from e
     names = _dim_names(ep, module, dynamic_shapes)
-    return from_exported_program(ep, keep_unmapped=keep_unmapped, dim_names=names)
+    try:
+        return import_program(ep, keep_unmapped=keep_unmapped, dim_names=names, decompose=decompose)
+    except FrontendError:
+        raise
+    except Exception as e:  # run_decompositions failing is torch.export's limit, named as such
+        raise _export_failed(module, e) from e
+
+
+def import_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None,
+                   decompose: bool | str = "auto") -> Model:  # fmt: skip
+    """An ``ExportedProgram`` straight from ``torch.export.export``, decomposed as ``decompose``
+    says (see :func:`from_torch`)."""
+    if decompose == "auto":
+        try:  # every op mapped as exported: no second trace, and larger ops (LayerNormalization, not its parts)
+            return from_exported_program(ep, keep_unmapped=False, dim_names=dim_names)
+        except UnsupportedOpsError:
+            pass
+    if decompose:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            ep = ep.run_decompositions()
+    return from_exported_program(ep, keep_unmapped=keep_unmapped, dim_names=dim_names)
+
+
+def _export_failed(module, e: Exception) -> FrontendError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    what = f"{type(module).__name__}: {type(e).__name__}: {first}"
+    return FrontendError(f"torch.export could not export {what}")
 
 
 def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None) -> Model:

@@ -679,7 +679,7 @@ def _unbind(cx, x, dim=0):
     n = cx.shape(x)[axis]
     if not isinstance(n, int):
         raise NotMapped("unbind of a symbolic size")
-    parts = cx.fx("Split", [x, cx.const(np.ones(n, np.int64))], {"axis": axis}, outputs=n).outputs
+    parts = cx.node("Split", [x, cx.const(np.ones(n, np.int64))], {"axis": axis}, outputs=n).outputs
     ax = cx.const(np.asarray([axis], np.int64))
     return [cx.emit("Squeeze", p, ax) for p in parts]
 
@@ -1093,27 +1093,47 @@ def _max_pool(cx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=F
 def _avg_pool(cx, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
               divisor_override=None):  # fmt: skip
     nd = len(kernel)
-    if divisor_override is not None:
-        raise NotMapped("avg_pool with divisor_override")
     if cx.rank(x) != nd + 2:
         raise NotMapped("pooling of an unbatched input")
     attrs = _pool_attrs(nd, kernel, stride, padding, None, ceil_mode)
+    if divisor_override is not None:  # a sum over the window (padding included), over the given divisor
+        attrs["count_include_pad"] = 1
+        y = cx.emit("AveragePool", x, **attrs)
+        return cx.emit_typed("Mul", y, cx.tensor(float(np.prod(attrs["kernel_shape"])) / divisor_override))
     attrs["count_include_pad"] = int(bool(count_include_pad))
     return cx.emit_typed("AveragePool", x, **attrs)
 
 
-@aten("_adaptive_avg_pool2d.default", "_adaptive_avg_pool3d.default", "adaptive_avg_pool1d.default")
+@aten("_adaptive_avg_pool2d.default", "_adaptive_avg_pool3d.default", "adaptive_avg_pool1d.default",
+      "adaptive_avg_pool2d.default", "adaptive_avg_pool3d.default")  # fmt: skip
 def _adaptive_avg_pool(cx, x, output_size):
     nd = len(output_size)
+    unbatched = cx.rank(x) == nd + 1
+    if cx.rank(x) not in (nd + 1, nd + 2):
+        raise NotMapped(f"adaptive pooling of a rank-{cx.rank(x)} input")
     spatial = cx.shape(x)[-nd:]
-    if cx.rank(x) != nd + 2:
-        raise NotMapped("pooling of an unbatched input")
-    if all(o == 1 for o in output_size):
+    if all(o == 1 for o in output_size) and not unbatched:
         return cx.emit_typed("GlobalAveragePool", x)
-    if not all(isinstance(s, int) and s % o == 0 for s, o in zip(spatial, output_size, strict=True)):
-        raise NotMapped("adaptive pooling whose input size is not a multiple of the output size")
-    k = [s // o for s, o in zip(spatial, output_size, strict=True)]
-    return cx.emit_typed("AveragePool", x, kernel_shape=k, strides=k)
+    if not all(isinstance(s, int) for s in spatial):
+        raise NotMapped("adaptive pooling over symbolic sizes")
+    if not unbatched and all(s % o == 0 for s, o in zip(spatial, output_size, strict=True)):
+        k = [s // o for s, o in zip(spatial, output_size, strict=True)]
+        return cx.emit_typed("AveragePool", x, kernel_shape=k, strides=k)
+    # torch's windows [floor(i*n/o), ceil((i+1)*n/o)) per axis; a box mean is a mean of means per axis
+    y = cx.tensor(x)
+    rank = cx.rank(x)
+    for k, (n, o) in enumerate(zip(spatial, output_size, strict=True)):
+        axis = rank - nd + k
+        if n == o:
+            continue
+        parts = []
+        for i in range(o):
+            lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
+            window = cx.emit("Slice", y, cx.const(np.asarray([lo], np.int64)), cx.const(np.asarray([hi], np.int64)),
+                             cx.const(np.asarray([axis], np.int64)))  # fmt: skip
+            parts.append(cx.emit("ReduceMean", window, cx.const(np.asarray([axis], np.int64)), keepdims=1))
+        y = cx.emit("Concat", *parts, axis=axis) if len(parts) > 1 else parts[0]
+    return cx.emit_typed("Identity", y)
 
 
 @aten("mm.default", "bmm.default", "matmul.default")
@@ -1314,3 +1334,144 @@ def _reshape_scalar_bool(cx, g, v):
 def _inline(cx, gm, bindings):
     outs = cx.importer.subgraph_into(gm, cx.graph, bindings, f"{cx.fx.name}.init.")
     return outs, None
+
+
+# -- ops torch.export keeps before run_decompositions ----------------------------------------------
+# A program whose every op is mapped imports without decomposition: fewer, larger nodes
+# (LayerNormalization, not its arithmetic) and no second trace.  Any use these converters refuse
+# sends the whole program through run_decompositions instead.
+
+
+@aten("linear.default")
+def _linear(cx, x, w, b=None):
+    y = cx.emit("MatMul", cx.tensor(x), cx.emit("Transpose", cx.tensor(w), perm=[1, 0]) if cx.rank(w) == 2 else w)
+    return cx.emit_typed("Add", y, cx.tensor(b)) if b is not None else cx.emit_typed("Identity", y)
+
+
+@aten("conv1d.default", "conv2d.default", "conv3d.default")
+def _conv_nd(cx, x, w, b=None, stride=(1,), padding=(0,), dilation=(1,), groups=1):
+    if cx.rank(x) != cx.rank(w):
+        raise NotMapped("convolution of an unbatched input")
+    return _convolution(cx, x, w, b, stride, padding, dilation, False, (0,), groups)
+
+
+@aten("conv1d.padding", "conv2d.padding", "conv3d.padding")
+def _conv_nd_padding(cx, x, w, b=None, stride=(1,), padding="valid", dilation=(1,), groups=1):
+    if cx.rank(x) != cx.rank(w):
+        raise NotMapped("convolution of an unbatched input")
+    nd = cx.rank(x) - 2
+    if padding == "valid":
+        return _convolution(cx, x, w, b, stride, (0,) * nd, dilation, False, (0,), groups)
+    kernel = cx.shape(w)[2:]
+    dil = list(dilation) * nd if len(dilation) == 1 else list(dilation)
+    if not all(isinstance(k, int) for k in kernel):
+        raise NotMapped("'same' padding with a symbolic kernel")
+    total = [d * (k - 1) for d, k in zip(dil, kernel, strict=True)]
+    attrs = {"strides": [1] * nd, "dilations": dil, "group": int(groups),
+             "pads": [t // 2 for t in total] + [t - t // 2 for t in total]}  # torch puts the odd one at the end
+    inputs = [cx.tensor(x), cx.tensor(w)] + ([cx.tensor(b)] if b is not None else [])
+    return cx.emit_typed("Conv", *inputs, **attrs)
+
+
+@aten("batch_norm.default")
+def _batch_norm(cx, x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True):
+    if training or mean is None:
+        raise NotMapped("batch norm in training mode")
+    return _batch_norm_eval(cx, x, w, b, mean, var, momentum, eps)[0]
+
+
+@aten("layer_norm.default")
+def _layer_norm_public(cx, x, normalized_shape, w=None, b=None, eps=1e-5, cudnn_enable=True):
+    axis = cx.rank(x) - len(normalized_shape)
+    if w is None:
+        if not all(isinstance(d, int) for d in normalized_shape):
+            raise NotMapped("layer norm without weight over symbolic dims")
+        w = cx.const(np.ones(list(normalized_shape), to_numpy(cx.dtype(x))))
+    inputs = [x, w] + ([b] if b is not None else [])
+    return cx.node_typed("LayerNormalization", inputs, {"axis": axis, "epsilon": float(eps)}).outputs[0]
+
+
+@aten("dropout.default", "feature_dropout.default", "alpha_dropout.default")
+def _dropout(cx, x, p, train):
+    if train and p > 0:
+        raise NotMapped("dropout in training mode")
+    return cx.emit_typed("Identity", x)
+
+
+@aten("flatten.using_ints")
+def _flatten(cx, x, start_dim=0, end_dim=-1):
+    rank = cx.rank(x)
+    if rank == 0:
+        return cx.emit_typed("Reshape", x, cx.const(np.asarray([1], np.int64)))
+    start, end = _axis(start_dim, rank), _axis(end_dim, rank)
+    sizes = [0] * start + [-1] + [0] * (rank - end - 1)
+    return cx.emit_typed("Reshape", x, cx.const(np.asarray(sizes, np.int64)))
+
+
+@aten("unflatten.int")
+def _unflatten(cx, x, dim, sizes):
+    rank = cx.rank(x)
+    dim = _axis(dim, rank)
+    target = [0] * dim + list(sizes) + [0] * (rank - dim - 1)
+    if not all(isinstance(t, int) for t in target):
+        return cx.emit_typed("Reshape", x, cx.int64s(_static_sizes(cx, x, list(cx.out_shape))))
+    return cx.emit_typed("Reshape", x, cx.const(np.asarray(target, np.int64)))
+
+
+@aten("max_pool1d.default", "max_pool2d.default", "max_pool3d.default")
+def _max_pool_plain(cx, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
+    nd = len(kernel)
+    if cx.rank(x) != nd + 2:
+        raise NotMapped("pooling of an unbatched input")
+    return cx.node_typed("MaxPool", [x], _pool_attrs(nd, kernel, stride, padding, dilation, ceil_mode)).outputs[0]
+
+
+@aten("softmax.int", "log_softmax.int")
+def _softmax_int(cx, x, dim, dtype=None):
+    op = "LogSoftmax" if "log_softmax" in str(cx.fx.target) else "Softmax"
+    x = cx.tensor(x)
+    if cx.rank(x) == 0:
+        return _softmax_scalar(cx, x, op)
+    return cx.emit_typed(op, x, axis=_axis(dim, cx.rank(x)))
+
+
+@aten("to.dtype", "to.dtype_layout", "to.device", "type_as.default")
+def _to(cx, x, *args, **kwargs):
+    if cx.dtype(x) == cx.out_dtype:
+        return cx.emit_typed("Identity", x)
+    return cx.emit_typed("Cast", x, to=int(cx.out_dtype))
+
+
+@aten("masked_fill.Scalar", "masked_fill.Tensor")
+def _masked_fill(cx, x, mask, value):
+    return cx.emit_typed("Where", _as_bool(cx, mask), cx.tensor(value), cx.tensor(x))
+
+
+@aten("scaled_dot_product_attention.default")
+def _sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+    """softmax(q kᵀ · scale + mask) v, in ONNX ops (opset 21 has no Attention op)."""
+    if dropout_p and dropout_p > 0:
+        raise NotMapped("attention dropout")
+    if enable_gqa:
+        raise NotMapped("grouped-query attention")
+    q, k, v = cx.tensor(q), cx.tensor(k), cx.tensor(v)
+    rank = cx.rank(q)
+    head = cx.shape(q)[-1]
+    if scale is None:
+        if not isinstance(head, int):
+            raise NotMapped("attention with a symbolic head size and no scale")
+        scale = 1.0 / math.sqrt(head)
+    perm = [*range(rank - 2), rank - 1, rank - 2]
+    scores = cx.emit("Mul", cx.emit("MatMul", q, cx.emit("Transpose", k, perm=perm)), cx.tensor(scale))
+    if is_causal:
+        lq, lk = cx.shape(q)[-2], cx.shape(k)[-2]
+        if not (isinstance(lq, int) and isinstance(lk, int)):
+            raise NotMapped("causal attention over symbolic lengths")
+        keep = np.tril(np.ones((lq, lk), bool))
+        scores = cx.emit("Where", cx.const(keep), scores, cx.tensor(-np.inf))
+    if attn_mask is not None:
+        if cx.dtype(attn_mask) == DataType.BOOL:
+            scores = cx.emit("Where", attn_mask, scores, cx.tensor(-np.inf))
+        else:
+            scores = cx.emit("Add", scores, cx.tensor(attn_mask))
+    return cx.emit_typed("MatMul", cx.emit("Softmax", scores, axis=-1), v)

@@ -468,8 +468,18 @@ def _sort(cx, *operands, dimension, is_stable=True, num_keys=1, **_):
 def _top_k(cx, x, k, **params):
     x = cx.value(x)
     axis = int(params.get("axis", -1)) if params.get("axis") is not None else -1
-    n = cx.node("TopK", [x, cx.const(_i64([k]))], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2)
-    values, idx = n.outputs
+    kk = cx.const(_i64([k]))
+    if not is_floating(cx.dtype(x)):
+        n = cx.node("TopK", [x, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2)
+        values, idx = n.outputs
+    else:  # lax ranks NaN above +inf; ONNX leaves NaN's place open: rank it as +inf, then move NaNs first
+        nan = cx.emit("IsNaN", x)
+        key = cx.emit("Where", nan, cx.value(np.inf, cx.dtype(x)), x)
+        _, idx = cx.node("TopK", [key, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2).outputs
+        first = cx.emit("Cast", cx.emit("GatherElements", nan, idx, axis=axis), to=int(DataType.FLOAT))
+        _, order = cx.node("TopK", [first, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2).outputs
+        idx = cx.emit("GatherElements", idx, order, axis=axis)
+        values = cx.emit("GatherElements", x, idx, axis=axis)
     from .jax import aval_type
 
     values.type = aval_type(cx.out_avals[0])
@@ -792,3 +802,85 @@ def _scan(cx, *operands, jaxpr, length, reverse, num_consts, num_carry, **_):
     n = cx.node_typed("Loop", [trips, cx.const(np.asarray(True)), *carry, *buffers], {"body": body},
                       outputs=len(carry) + len(buffers))  # fmt: skip
     return list(n.outputs)
+
+
+# -- scatter ---------------------------------------------------------------------------------------
+
+_SCATTER = {"scatter": "none", "scatter-add": "add", "scatter_add": "add", "scatter-mul": "mul", "scatter_mul": "mul",
+            "scatter-min": "min", "scatter_min": "min", "scatter-max": "max", "scatter_max": "max"}  # fmt: skip
+
+
+@prim(*_SCATTER)
+def _scatter(cx, operand, indices, updates, *, dimension_numbers, mode, **_):
+    """The scatters ``x.at[idx].set/add/mul/min/max`` make: each indexed axis takes a one-element
+    window and is inserted, every other axis is updated whole.  Out-of-bounds updates follow
+    ``mode``: dropped (``fill_or_drop``, through a padding row sliced off afterwards) or clamped."""
+    dn = dimension_numbers
+    reduction = _SCATTER[cx.eqn.primitive.name]
+    x, idx, upd = cx.value(operand), cx.value(indices), cx.value(updates)
+    if getattr(dn, "operand_batching_dims", ()) or getattr(dn, "scatter_indices_batching_dims", ()):
+        raise NotMapped("scatter with batching dims")
+    smap = list(dn.scatter_dims_to_operand_dims)
+    if sorted(dn.inserted_window_dims) != sorted(smap):
+        raise NotMapped("scatter of windows wider than one element along an indexed axis")
+    if reduction != "none" and cx.dtype(x) == DataType.BOOL:
+        raise NotMapped("a combining scatter of booleans")
+    shape, ushape = cx.shape(x), cx.shape(upd)
+    index_rank = len(cx.shape(idx))
+    rank = len(shape)
+    rest = [d for d in range(rank) if d not in smap]
+    window = list(dn.update_window_dims)
+    if [ushape[w] for w in window] != [shape[d] for d in rest]:
+        raise NotMapped("scatter of a partial window along an unindexed axis")
+    perm = smap + rest
+    xt = x if perm == list(range(rank)) else cx.emit("Transpose", x, perm=perm)
+    batch = [d for d in range(len(ushape)) if d not in window]
+    uperm = batch + window
+    ut = upd if uperm == list(range(len(ushape))) else cx.emit("Transpose", upd, perm=uperm)
+    idx = cx.emit("Cast", idx, to=int(DataType.INT64))
+    if index_rank == 0 or (len(batch) == 0 and index_rank == 1):
+        idx = cx.emit("Reshape", idx, cx.const(_i64([1, len(smap)])))
+        ut = cx.emit("Unsqueeze", ut, cx.const(_i64([0])))
+    bounds = cx.emit("Concat", *(cx.dim_value(shape[d]) for d in smap), axis=0)
+    mode_name = str(mode).rsplit(".", 1)[-1].upper()
+    padded = "CLIP" not in mode_name  # XLA drops out-of-bounds updates unless told to clamp
+    if padded:  # out-of-bounds indices all point at one extra row per indexed axis, cut off afterwards
+        ok = cx.emit("And", cx.emit("GreaterOrEqual", idx, cx.const(_i64([0]))), cx.emit("Less", idx, bounds))
+        inside = cx.emit("Cast", cx.emit("ReduceMin", cx.emit("Cast", ok, to=int(DataType.INT32)),
+                                         cx.const(_i64([-1])), keepdims=1), to=int(DataType.BOOL))  # fmt: skip
+        idx = cx.emit("Where", inside, idx, bounds)
+        pads = [0] * len(perm) + [1] * len(smap) + [0] * len(rest)
+        xt = cx.emit("Pad", xt, cx.const(_i64(pads)))
+    else:
+        idx = cx.emit("Max", cx.emit("Min", idx, cx.emit("Sub", bounds, cx.const(_i64([1])))), cx.const(_i64([0])))
+    y = cx.emit("ScatterND", xt, idx, ut, reduction=reduction)
+    if padded:
+        zeros = cx.const(_i64([0] * len(smap)))
+        y = cx.emit("Slice", y, zeros, bounds, cx.const(_i64(range(len(smap)))))
+    inverse = [perm.index(i) for i in range(rank)]
+    if inverse == list(range(rank)):
+        return cx.typed("Identity", y)
+    return cx.typed("Transpose", y, perm=inverse)
+
+
+@prim("shift_right_arithmetic")
+def _shift_right_arithmetic(cx, a, b, **_):
+    a, b = _same_type(cx, a, b)
+    dtype = cx.out_dtype
+    if dtype not in _UNSIGNED:
+        return _shift(cx, a, b)  # unsigned: the logical shift
+    bits = np.dtype(to_numpy(dtype)).itemsize * 8
+    wide = DataType.INT64
+    a64, b64 = cx.emit("Cast", a, to=int(wide)), cx.emit("Cast", b, to=int(wide))
+    lo, hi = cx.const(np.asarray(0, np.int64)), cx.const(np.asarray(bits - 2, np.int64))
+    small = cx.emit("Cast", cx.emit("Min", cx.emit("Max", b64, lo), hi), to=int(DataType.UINT64))
+    power = cx.emit("Cast", cx.emit("BitShift", cx.const(np.asarray(1, np.uint64)), small, direction="LEFT"),
+                    to=int(wide))  # fmt: skip
+    q = cx.emit("Div", a64, power)  # truncates toward zero; an arithmetic shift floors
+    inexact = cx.emit("Not", cx.emit("Equal", cx.emit("Mul", q, power), a64))
+    negative = cx.emit("Less", a64, cx.const(np.asarray(0, np.int64)))
+    q = cx.emit("Sub", q, cx.emit("Cast", cx.emit("And", inexact, negative), to=int(wide)))
+    sign = cx.emit("Neg", cx.emit("Cast", negative, to=int(wide)))  # a shift by the width or more leaves the sign
+    far = cx.emit("Or", cx.emit("GreaterOrEqual", b64, cx.const(np.asarray(bits - 1, np.int64))),
+                  cx.emit("Less", b64, cx.const(np.asarray(0, np.int64))))  # lax reads the amount as unsigned
+    return cx.typed("Cast", cx.emit("Where", far, sign, q), to=int(dtype))

@@ -877,7 +877,7 @@ def _repeat(cx, x, repeats):
     rank = cx.rank(x)
     extra = len(repeats) - rank
     if extra:
-        x = cx.emit("Reshape", x, cx.int64s([1] * extra + [0] * rank))
+        x = cx.emit("Unsqueeze", x, cx.const(np.arange(extra, dtype=np.int64)))
     return cx.emit_typed("Tile", x, cx.int64s(list(repeats)))
 
 
@@ -941,6 +941,9 @@ def _rand(cx, size, **kw):
     if not all(isinstance(s, int) for s in shape):
         raise NotMapped("random tensors of symbolic shape")
     op = "RandomNormal" if "randn" in str(cx.fx.target) else "RandomUniform"
+    if not shape:  # ONNX draws at least one element
+        y = cx.emit(op, dtype=int(cx.out_dtype), shape=[1])
+        return cx.emit_typed("Reshape", y, cx.const(np.asarray([], np.int64)))
     return cx.emit_typed(op, dtype=int(cx.out_dtype), shape=shape)
 
 
@@ -949,7 +952,8 @@ def _rand_like(cx, x, **kw):
     shape = cx.shape(x)
     if all(isinstance(d, int) for d in shape):  # the static form every runtime implements
         op = "RandomNormal" if "randn" in str(cx.fx.target) else "RandomUniform"
-        return cx.emit_typed(op, dtype=int(cx.out_dtype), shape=list(shape))
+        y = cx.emit(op, dtype=int(cx.out_dtype), shape=list(shape) or [1])
+        return cx.emit_typed("Reshape", y, cx.const(np.asarray(list(shape), np.int64)))
     op = "RandomNormalLike" if "randn" in str(cx.fx.target) else "RandomUniformLike"
     return cx.emit_typed(op, x, dtype=int(cx.out_dtype))
 
@@ -1096,10 +1100,16 @@ def _avg_pool(cx, x, kernel, stride=(), padding=(0,), ceil_mode=False, count_inc
     if cx.rank(x) != nd + 2:
         raise NotMapped("pooling of an unbatched input")
     attrs = _pool_attrs(nd, kernel, stride, padding, None, ceil_mode)
-    if divisor_override is not None:  # a sum over the window (padding included), over the given divisor
-        attrs["count_include_pad"] = 1
-        y = cx.emit("AveragePool", x, **attrs)
-        return cx.emit_typed("Mul", y, cx.tensor(float(np.prod(attrs["kernel_shape"])) / divisor_override))
+    if divisor_override is not None:  # the window sums (a depthwise conv of ones) over the given divisor
+        channels, spatial = cx.shape(x)[1], cx.shape(x)[2:]
+        out = cx.out_shape[2:]
+        if not all(isinstance(d, int) for d in (channels, *spatial, *out)):
+            raise NotMapped("avg_pool with divisor_override over symbolic sizes")
+        k, st, begin = attrs["kernel_shape"], attrs["strides"], attrs["pads"][:nd]
+        end = [(o - 1) * si + ki - n - b for o, si, ki, n, b in zip(out, st, k, spatial, begin, strict=True)]
+        ones = cx.const(np.ones([channels, 1, *k], to_numpy(cx.dtype(x))))
+        sums = cx.emit("Conv", cx.tensor(x), ones, strides=st, pads=begin + [max(e, 0) for e in end], group=channels)
+        return cx.emit_typed("Div", sums, cx.tensor(float(divisor_override)))
     attrs["count_include_pad"] = int(bool(count_include_pad))
     return cx.emit_typed("AveragePool", x, **attrs)
 
@@ -1475,3 +1485,182 @@ def _sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=
         else:
             scores = cx.emit("Add", scores, cx.tensor(attn_mask))
     return cx.emit_typed("MatMul", cx.emit("Softmax", scores, axis=-1), v)
+
+
+# -- more core ATen ---------------------------------------------------------------------------------
+
+
+def _sym_compare(fn, onnx_op):
+    def convert(cx, a, b):
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return fn(a, b)
+        a = a if isinstance(a, Value) else cx.const(np.asarray(a, np.int64))
+        b = b if isinstance(b, Value) else cx.const(np.asarray(b, np.int64))
+        return cx.emit(onnx_op, cx.cast(a, DataType.INT64), cx.cast(b, DataType.INT64))
+
+    return convert
+
+
+for _name, _fn, _op in (("ge", operator.ge, "GreaterOrEqual"), ("gt", operator.gt, "Greater"),
+                        ("le", operator.le, "LessOrEqual"), ("lt", operator.lt, "Less"), ("eq", operator.eq, "Equal")):
+    aten(f"operator.{_name}")(_sym_compare(_fn, _op))
+
+
+@aten("linalg_vector_norm.default")
+def _vector_norm(cx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    x = cx.tensor(x)
+    axes = _axes(cx, x, dim)
+    if cx.rank(x) == 0:
+        axes = None
+    extra = [] if axes is None else [cx.const(np.asarray(axes, np.int64))]
+    keep = int(bool(keepdim))
+    a = cx.emit("Abs", x)
+    if ord == 2:
+        y = cx.emit("Sqrt", cx.emit("ReduceSumSquare", x, *extra, keepdims=keep))
+    elif ord == 1:
+        y = cx.emit("ReduceSum", a, *extra, keepdims=keep)
+    elif ord == math.inf:
+        y = cx.emit("ReduceMax", a, *extra, keepdims=keep)
+    elif ord == -math.inf:
+        y = cx.emit("ReduceMin", a, *extra, keepdims=keep)
+    elif ord == 0:
+        y = cx.emit("ReduceSum", cx.cast(cx.emit("Not", cx.emit("Equal", x, cx.tensor(0))), cx.out_dtype),
+                    *extra, keepdims=keep)  # fmt: skip
+    else:
+        p = cx.tensor(float(ord))
+        y = cx.emit("Pow", cx.emit("ReduceSum", cx.emit("Pow", a, p), *extra, keepdims=keep), cx.tensor(1.0 / ord))
+    if cx.rank(x) == 0 and not keepdim:
+        y = cx.emit("Reshape", y, cx.const(np.asarray([], np.int64)))
+    return cx.emit_typed("Identity", y)
+
+
+@aten("var_mean.correction", "var_mean.dim")
+def _var_mean(cx, x, dims=None, *, correction=None, keepdim=False, unbiased=None):
+    if unbiased is not None and correction is None:
+        correction = 1 if unbiased else 0
+    var = _variance(cx, x, dims, correction, keepdim, out=False)
+    x = cx.tensor(x)
+    axes = _axes(cx, x, dims)
+    mean = cx.emit("ReduceMean", x, *([] if axes is None else [cx.const(np.asarray(axes, np.int64))]),
+                   keepdims=int(bool(keepdim)))  # fmt: skip
+    t_var, t_mean = (cx.meta_type(v) for v in cx.val)
+    var.type, mean.type = t_var, t_mean
+    return var, mean
+
+
+@aten("erfc.default")
+def _erfc(cx, x):
+    return cx.emit_typed("Sub", cx.tensor(1), cx.emit("Erf", cx.tensor(x)))
+
+
+@aten("copysign.Tensor", "copysign.Scalar")
+def _copysign(cx, a, b):
+    a, b = cx.tensor(a), cx.tensor(b)
+    negative = cx.emit("Or", cx.emit("Less", b, cx.tensor(0)),  # -0.0 counts as negative: 1/-0 = -inf
+                       cx.emit("Less", cx.emit("Reciprocal", b), cx.tensor(0)))  # fmt: skip
+    mag = cx.emit("Abs", a)
+    return cx.emit_typed("Where", negative, cx.emit("Neg", mag), mag)
+
+
+@aten("fmax.default", "fmin.default")
+def _fmax(cx, a, b):
+    op = "Max" if "fmax" in str(cx.fx.target) else "Min"
+    a, b = cx.tensor(a), cx.tensor(b)
+    if not is_floating(cx.out_dtype):
+        return cx.emit_typed(op, a, b)
+    both = cx.emit(op, a, b)  # NaN only where both are NaN
+    return cx.emit_typed("Where", cx.emit("IsNaN", a), b, cx.emit("Where", cx.emit("IsNaN", b), a, both))
+
+
+@aten("hypot.default")
+def _hypot(cx, a, b):
+    a, b = cx.tensor(a), cx.tensor(b)
+    return cx.emit_typed("Sqrt", cx.emit("Add", cx.emit("Mul", a, a), cx.emit("Mul", b, b)))
+
+
+@aten("signbit.default")
+def _signbit(cx, x):
+    if not is_floating(cx.dtype(x)):
+        return cx.emit_typed("Less", x, cx.tensor(0, cx.dtype(x)))
+    zero = cx.tensor(0, cx.dtype(x))
+    return cx.emit_typed("Or", cx.emit("Less", x, zero), cx.emit("Less", cx.emit("Reciprocal", x), zero))
+
+
+@aten("logcumsumexp.default")
+def _logcumsumexp(cx, x, dim):
+    x = cx.tensor(x)
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Identity", x)
+    axis = _axis(dim, cx.rank(x))
+    top = cx.emit("ReduceMax", x, cx.const(np.asarray([axis], np.int64)), keepdims=1)
+    top = cx.emit("Where", cx.emit("IsInf", top), cx.tensor(0), top)  # all -inf (or +inf): no shift
+    s = cx.emit("CumSum", cx.emit("Exp", cx.emit("Sub", x, top)), cx.const(np.asarray(axis, np.int64)))
+    return cx.emit_typed("Add", cx.emit("Log", s), top)
+
+
+@aten("addbmm.default")
+def _addbmm(cx, bias, a, b, *, beta=1, alpha=1):
+    prod = cx.emit("ReduceSum", cx.emit("MatMul", cx.tensor(a), cx.tensor(b)), cx.const(np.asarray([0], np.int64)),
+                   keepdims=0)  # fmt: skip
+    if alpha != 1:
+        prod = cx.emit("Mul", prod, cx.tensor(alpha))
+    if beta == 0:
+        return cx.emit_typed("Identity", prod)
+    bias = cx.tensor(bias)
+    if beta != 1:
+        bias = cx.emit("Mul", bias, cx.tensor(beta))
+    return cx.emit_typed("Add", prod, bias)
+
+
+@aten("diagonal.default", "diagonal_copy.default")
+def _diagonal(cx, x, offset=0, dim1=0, dim2=1):
+    shape = cx.shape(x)
+    rank = len(shape)
+    d1, d2 = _axis(dim1, rank), _axis(dim2, rank)
+    n1, n2 = shape[d1], shape[d2]
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        raise NotMapped("diagonal of symbolic size")
+    rows = np.arange(max(0, -offset), max(max(0, -offset), min(n1, n2 - offset)))
+    cols = rows + offset
+    rest = [d for d in range(rank) if d not in (d1, d2)]
+    t = cx.emit("Transpose", x, perm=[d1, d2, *rest])
+    idx = np.stack([rows, cols], axis=-1).astype(np.int64)
+    y = cx.emit("GatherND", t, cx.const(idx))  # [n, rest...]
+    return cx.emit_typed("Transpose", y, perm=[*range(1, len(rest) + 1), 0])
+
+
+@aten("narrow_copy.default")
+def _narrow_copy(cx, x, dim, start, length):
+    axis = _axis(dim, cx.rank(x))
+    return cx.emit_typed("Slice", x, cx.int64s([start]), cx.emit("Add", cx.int64s([start]), cx.int64s([length])),
+                         cx.const(np.asarray([axis], np.int64)))  # fmt: skip
+
+
+@aten("empty_permuted.default")
+def _empty_permuted(cx, size, physical_layout, **kw):
+    dtype = to_numpy(cx.out_dtype)
+    if not all(isinstance(s, int) for s in size):
+        return cx.emit_typed("Expand", cx.const(np.zeros((), dtype)), cx.int64s(list(size)))
+    return cx.emit_typed("Identity", cx.const(np.zeros(list(size), dtype)))
+
+
+@aten("native_dropout.default")
+def _native_dropout(cx, x, p, train):
+    x = cx.tensor(x)
+    if not train or p == 0:
+        ones = cx.emit("Expand", cx.const(np.asarray(True)), cx.emit("Shape", x))
+        return cx.emit_typed("Identity", x), ones
+    n = cx.node_typed("Dropout", [x, cx.tensor(float(p)), cx.const(np.asarray(True))], outputs=2)
+    return tuple(n.outputs)
+
+
+@aten("bernoulli.p", "bernoulli.default")
+def _bernoulli(cx, x, p=None, **kw):
+    x = cx.tensor(x)
+    shape = cx.shape(x)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotMapped("bernoulli over a symbolic shape")
+    draw = cx.emit("RandomUniform", dtype=int(DataType.FLOAT), shape=list(shape) or [1])
+    draw = cx.emit("Reshape", draw, cx.const(np.asarray(list(shape), np.int64)))
+    prob = cx.tensor(float(p), DataType.FLOAT) if p is not None else cx.cast(x, DataType.FLOAT)
+    return cx.emit_typed("Cast", cx.emit("Less", draw, prob), to=int(cx.out_dtype))

@@ -6,7 +6,8 @@
   each engine in turn with a pause between; memory is the peak resident-set growth of a fresh
   process doing one import, over the size of the weights (each engine in its own process).
 - JAX, a BERT-base-sized encoder written in jax.numpy: ``irforge.from_jax`` against
-  ``jax.jit(fn).lower(*args)`` (tracing and lowering to StableHLO, what jax itself does first).
+  ``jax.jit(fn).lower(*args)`` (tracing and lowering to StableHLO, what jax itself does first),
+  each run on a new function object so neither reuses a cached trace.
 
 Run:  python benchmarks/bench_frontends.py [--runs 5]
 Writes benchmarks/results/frontends.json and frontends.md.
@@ -94,13 +95,13 @@ def _jax_bert(layers: int = 12, d: int = 768, heads: int = 12, ffn: int = 3072, 
 def jax_from_jax(fn, params, x):
     import irforge
 
-    return irforge.from_jax(fn, params, x)
+    return irforge.from_jax(lambda p, h: fn(p, h), params, x)  # a new function: JAX caches traces per function
 
 
 def jax_lower(fn, params, x):
     import jax
 
-    return jax.jit(fn).lower(params, x)
+    return jax.jit(lambda p, h: fn(p, h)).lower(params, x)
 
 
 def _timed(fn, *args) -> float:

@@ -172,6 +172,15 @@ def test_the_users_module_is_left_unchanged():
     assert not module.training
 
 
+@pytest.mark.parametrize("name", ["resnet50", "vit_block"])
+def test_every_node_still_knows_its_source_after_fusion(name):
+    module, args, _ = MODELS[name]()
+    model = irforge.optimize(from_torch(module, args), "-O2")
+    fused = [n for n in model.graph if n.op_type in ("Conv", "Gemm") and "irforge.provenance" in n.metadata]
+    assert fused  # conv+bn and matmul+add were rewritten...
+    assert all("source" in n.metadata for n in model.graph)  # ...and lost nothing
+
+
 @pytest.mark.parametrize("decompose", ["auto", True])
 def test_a_fully_mapped_program_imports_undecomposed_and_both_ways_agree(decompose):
     module, args, _ = MODELS["vit_block"]()

@@ -111,8 +111,15 @@ def _apply(graph: Graph, p: Pattern, m, names: NameGenerator) -> list[Node]:
     # so locations in a compiler's output still point at the model's own nodes
     joined = "+".join(n.name for n in reversed(m.nodes) if n.name)
     unnamed = [n for n in b.created if not n.name and n.op_type != "Constant"]
+    # and they keep what the matched nodes knew of their origin (a frontend's source line, module
+    # path, framework op), the producers' first: a fused conv+bn points at the conv's line
+    inherited: dict[str, str] = {}
+    for n in reversed(m.nodes):
+        for key, value in (n.metadata or {}).items():
+            inherited.setdefault(key, value)
+    inherited.pop(PROVENANCE, None)
     for n in b.created:
-        n.metadata = {**(n.metadata or {}), PROVENANCE: provenance}
+        n.metadata = {**inherited, **(n.metadata or {}), PROVENANCE: provenance}
     for i, n in enumerate(unnamed):
         if joined:
             n.name = joined if len(unnamed) == 1 else f"{joined}#{i}"

@@ -202,3 +202,29 @@ def quick_type(n: Node) -> TensorType | None:
         if all(d > 0 for d in target):
             return TensorType(first.dtype, tuple(target))
     return None
+
+
+def associative_scan(e: Emitter, x: Value, axis: int, combine: str, identity, reverse: bool = False) -> Value:
+    """Inclusive scan of ``combine`` (an element-wise ONNX op: Mul, Max, Min) along a static axis,
+    in log2(n) doubling steps: step k combines each element with the one 2^k before it (after, with
+    ``reverse``); ``identity`` fills in where there is none."""
+    from ..core_ir.dtypes import to_numpy
+
+    shape = x.type.shape
+    n = shape[axis]
+    if not isinstance(n, int):
+        raise NotMapped("a cumulative op along a symbolic axis")
+    rank = len(shape)
+    fill = e.const(np.asarray(identity, to_numpy(x.type.dtype)))
+    y, shift = x, 1
+    while shift < n:
+        pads = [0] * (2 * rank)
+        pads[(rank + axis) if reverse else axis] = shift
+        padded = e.emit("Pad", y, e.const(np.asarray(pads, np.int64)), fill, mode="constant")
+        start = shift if reverse else 0
+        moved = e.emit("Slice", padded, e.const(np.asarray([start], np.int64)),
+                       e.const(np.asarray([start + n], np.int64)), e.const(np.asarray([axis], np.int64)))  # fmt: skip
+        y = e.emit(combine, y, moved)
+        y.type = x.type
+        shift *= 2
+    return y

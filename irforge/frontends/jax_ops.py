@@ -14,7 +14,7 @@ from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from .common import NotMapped
+from .common import NotMapped, associative_scan
 
 TABLE: dict = {}
 INT64_MAX = 2**63 - 1
@@ -541,21 +541,40 @@ def _dot_general(cx, lhs, rhs, dimension_numbers, preferred_element_type=None, *
 @prim("conv_general_dilated")
 def _conv(cx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, preferred_element_type=None, **_):  # fmt: skip
-    if any(d != 1 for d in lhs_dilation):
-        raise NotMapped("convolution with lhs_dilation (a transposed convolution)")
+    """Conv on NC... / OI... layouts transposed from any dimension numbers; an lhs dilation (what
+    a transposed convolution is in JAX) spreads the input with zeros first, and negative padding
+    crops it."""
     if batch_group_count != 1:
         raise NotMapped("convolution with batch_group_count")
-    lhs, rhs = cx.value(lhs), cx.value(rhs)
-    lspec, rspec, ospec = dimension_numbers
-    lperm, rperm = list(lspec), list(rspec)
-    x = lhs if lperm == sorted(lperm) else cx.emit("Transpose", lhs, perm=lperm)
-    w = rhs if rperm == sorted(rperm) else cx.emit("Transpose", rhs, perm=rperm)
     if isinstance(padding, str):
         raise NotMapped(f"convolution padding {padding!r}")
-    pads = [p[0] for p in padding] + [p[1] for p in padding]
-    if any(p < 0 for p in pads):
-        raise NotMapped("convolution with negative padding")
-    y = cx.emit("Conv", x, w, strides=list(window_strides), pads=pads, dilations=list(rhs_dilation),
+    if any(d == 0 for d in cx.out_shape):
+        from ..core_ir.dtypes import to_numpy as numpy_of
+
+        return cx.typed("Identity", cx.const(np.zeros(cx.out_shape, numpy_of(cx.out_dtype))))
+    lhs, rhs = cx.value(lhs), cx.value(rhs)
+    if cx.dtype(lhs) != cx.out_dtype:  # preferred_element_type: compute in the result's type
+        lhs = cx.emit("Cast", lhs, to=int(cx.out_dtype))
+    if cx.dtype(rhs) != cx.out_dtype:
+        rhs = cx.emit("Cast", rhs, to=int(cx.out_dtype))
+    lspec, rspec, ospec = dimension_numbers
+    lperm, rperm = list(lspec), list(rspec)
+    in_shape = [cx.shape(lhs)[d] for d in lperm]
+    x = lhs if lperm == sorted(lperm) else cx.emit("Transpose", lhs, perm=lperm)
+    w = rhs if rperm == sorted(rperm) else cx.emit("Transpose", rhs, perm=rperm)
+    for k, d in enumerate(lhs_dilation):
+        if d != 1:
+            x, in_shape = _dilate(cx, x, in_shape, 2 + k, int(d))
+    lo, hi = [p[0] for p in padding], [p[1] for p in padding]
+    if any(p < 0 for p in lo + hi):  # crop, then pad only what is left to pad
+        axes = [2 + k for k in range(len(lo))]
+        if not all(isinstance(in_shape[a], int) for a in axes):
+            raise NotMapped("negative convolution padding over symbolic sizes")
+        starts = [max(-p, 0) for p in lo]
+        ends = [in_shape[a] - max(-p, 0) for a, p in zip(axes, hi, strict=True)]
+        x = cx.emit("Slice", x, cx.const(_i64(starts)), cx.const(_i64(ends)), cx.const(_i64(axes)))
+        lo, hi = [max(p, 0) for p in lo], [max(p, 0) for p in hi]
+    y = cx.emit("Conv", x, w, strides=list(window_strides), pads=lo + hi, dilations=list(rhs_dilation),
                 group=int(feature_group_count))  # fmt: skip
     operm = [0] * len(ospec)  # NCHW → the output layout: output axis ospec[i] holds NCHW axis i
     for i, axis in enumerate(ospec):
@@ -563,6 +582,22 @@ def _conv(cx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, 
     if operm == sorted(operm):
         return cx.typed("Identity", y)
     return cx.typed("Transpose", y, perm=operm)
+
+
+def _dilate(cx, x: Value, shape: list, axis: int, d: int) -> tuple[Value, list]:
+    """``d - 1`` zeros between neighbours along ``axis``: n elements become (n - 1) * d + 1."""
+    if not all(isinstance(s, int) for s in shape):
+        raise NotMapped("lhs dilation over symbolic sizes")
+    n = shape[axis]
+    y = cx.emit("Unsqueeze", x, cx.const(_i64([axis + 1])))
+    pads = [0] * (2 * (len(shape) + 1))
+    pads[len(shape) + 1 + axis + 1] = d - 1
+    y = cx.emit("Pad", y, cx.const(_i64(pads)))
+    merged = [*shape[:axis], n * d, *shape[axis + 1:]]
+    y = cx.emit("Reshape", y, cx.const(_i64(merged)))
+    size = max((n - 1) * d + 1, 0)
+    y = cx.emit("Slice", y, cx.const(_i64([0])), cx.const(_i64([size])), cx.const(_i64([axis])))
+    return y, [*shape[:axis], size, *shape[axis + 1:]]
 
 
 # -- windows (pooling) -----------------------------------------------------------------------------
@@ -633,8 +668,13 @@ def _gather(cx, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_
     if sorted(dn.collapsed_slice_dims) != sorted(smap) or any(slice_sizes[d] != 1 for d in smap):
         raise NotMapped("gather of windows wider than one element along an indexed axis")
     rest = [d for d in range(rank) if d not in smap]
-    if any(slice_sizes[d] != shape[d] for d in rest):
-        raise NotMapped("gather of a partial slice along an unindexed axis")
+    partial = [d for d in rest if slice_sizes[d] != shape[d]]
+    if partial:  # an unindexed axis's window always starts at 0: cut the operand to it first
+        dtype = cx.dtype(x)
+        ends = _shape_vector(cx, [slice_sizes[d] for d in partial])
+        x = cx.emit("Slice", x, cx.const(_i64([0] * len(partial))), ends, cx.const(_i64(partial)))
+        x.type = TensorType(dtype, tuple(slice_sizes[d] if d in partial else shape[d] for d in range(rank)))
+        shape = x.type.shape
     perm = smap + rest
     xt = x if perm == list(range(rank)) else cx.emit("Transpose", x, perm=perm)
     idx = cx.emit("Cast", idx, to=int(DataType.INT64))
@@ -884,3 +924,38 @@ def _shift_right_arithmetic(cx, a, b, **_):
     far = cx.emit("Or", cx.emit("GreaterOrEqual", b64, cx.const(np.asarray(bits - 1, np.int64))),
                   cx.emit("Less", b64, cx.const(np.asarray(0, np.int64))))  # lax reads the amount as unsigned
     return cx.typed("Cast", cx.emit("Where", far, sign, q), to=int(dtype))
+
+
+# -- cumulative ops other than sum, and reduced precision -------------------------------------------
+
+
+_CUMULATIVE = {"cumprod": ("Mul", 1), "cummax": ("Max", None), "cummin": ("Min", None)}
+
+
+@prim(*_CUMULATIVE)
+def _cumulative(cx, x, axis, reverse=False, **_):
+    x = cx.value(x)
+    op, identity = _CUMULATIVE[cx.eqn.primitive.name]
+    if identity is None:  # the lowest (highest) value of the dtype
+        if is_floating(cx.dtype(x)):
+            big = np.inf
+        else:
+            big = np.iinfo(np.dtype(to_numpy(cx.dtype(x)))).max if cx.dtype(x) != DataType.BOOL else True
+        low = -np.inf if is_floating(cx.dtype(x)) else (
+            np.iinfo(np.dtype(to_numpy(cx.dtype(x)))).min if cx.dtype(x) != DataType.BOOL else False)
+        identity = low if op == "Max" else big
+    if cx.dtype(x) == DataType.BOOL:
+        raise NotMapped(f"{cx.eqn.primitive.name} of booleans")
+    return cx.typed("Identity", associative_scan(cx, x, int(axis), op, identity, bool(reverse)))
+
+
+@prim("reduce_precision")
+def _reduce_precision(cx, x, exponent_bits, mantissa_bits, **_):
+    x = cx.value(x)
+    native = {(8, 7): DataType.BFLOAT16, (5, 10): DataType.FLOAT16, (8, 23): DataType.FLOAT, (11, 52): DataType.DOUBLE}
+    target = native.get((int(exponent_bits), int(mantissa_bits)))
+    if target is None:
+        raise NotMapped(f"reduce_precision to {exponent_bits} exponent and {mantissa_bits} mantissa bits")
+    if target == cx.dtype(x) or np.dtype(to_numpy(target)).itemsize >= np.dtype(to_numpy(cx.dtype(x))).itemsize:
+        return cx.typed("Identity", x)
+    return cx.typed("Cast", cx.emit("Cast", x, to=int(target)), to=int(cx.dtype(x)))  # Cast rounds to nearest even

@@ -1664,3 +1664,13 @@ def _bernoulli(cx, x, p=None, **kw):
     draw = cx.emit("Reshape", draw, cx.const(np.asarray(list(shape), np.int64)))
     prob = cx.tensor(float(p), DataType.FLOAT) if p is not None else cx.cast(x, DataType.FLOAT)
     return cx.emit_typed("Cast", cx.emit("Less", draw, prob), to=int(cx.out_dtype))
+
+
+@aten("cumprod.default")
+def _cumprod(cx, x, dim, *, dtype=None):
+    from .common import associative_scan
+
+    x = cx.tensor(x)
+    if cx.rank(x) == 0:
+        return cx.emit_typed("Identity", x)
+    return cx.emit_typed("Identity", associative_scan(cx, x, _axis(dim, cx.rank(x)), "Mul", 1))

@@ -106,8 +106,8 @@ def _shift(cx, a, b, **_):
         a, b = cx.emit("Cast", a, to=int(_UNSIGNED[dtype])), cx.emit("Cast", b, to=int(_UNSIGNED[dtype]))
     y = cx.emit("BitShift", a, b, direction=direction)
     # lax: a shift by the width or more gives 0 (ONNX leaves it undefined)
-    too_far = cx.emit("Not", cx.emit("Less", b, cx.value(bits, cx.dtype(b))))
-    y = cx.emit("Where", too_far, cx.value(0, cx.dtype(a)), y)
+    within = cx.emit("Cast", cx.emit("Less", b, cx.value(bits, cx.dtype(b))), to=int(cx.dtype(a)))
+    y = cx.emit("Mul", y, within)  # a mask, not Where: onnxruntime has no Where for small integers
     return cx.typed("Cast", y, to=int(dtype)) if dtype in _UNSIGNED else cx.typed("Identity", y)
 
 

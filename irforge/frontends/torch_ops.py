@@ -1169,7 +1169,13 @@ def _softmax(cx, x, dim, half_to_float=False):
     op = "LogSoftmax" if "log_softmax" in str(cx.fx.target) else "Softmax"
     if cx.rank(x) == 0:
         return _softmax_scalar(cx, x, op)
-    return cx.emit_typed(op, cx.tensor(x), axis=_axis(dim, cx.rank(x)))
+    axis = _axis(dim, cx.rank(x))
+    if "safe_softmax" in str(cx.fx.target):  # a row that is all -inf gives zeros, not NaN
+        x = cx.tensor(x)
+        top = cx.emit("ReduceMax", x, cx.const(np.asarray([axis], np.int64)), keepdims=1)
+        empty = cx.emit("Equal", top, cx.tensor(-np.inf))
+        return cx.emit_typed("Where", empty, cx.tensor(0), cx.emit(op, x, axis=axis))
+    return cx.emit_typed(op, cx.tensor(x), axis=axis)
 
 
 def _softmax_scalar(cx, x, op):

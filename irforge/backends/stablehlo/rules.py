@@ -648,7 +648,7 @@ def _scatter_check(node):
 
 
 def _scatter_update(ref, index, updates, reduction: str):
-    at = ref.at[index]
+    at = _jnp().asarray(ref).at[index]  # a constant operand arrives as numpy
     return {"none": at.set, "add": at.add, "mul": at.multiply, "max": at.max, "min": at.min}[reduction](
         updates, mode="promise_in_bounds" if reduction == "none" else None
     )

@@ -187,3 +187,14 @@ def test_cond_branches_hold_their_own_ops():
     else_ops = {n.op_type for n in node.attributes["else_branch"].value}
     assert "Mul" in then_ops | else_ops and "Tanh" in then_ops | else_ops
     assert not {n.op_type for n in model.graph} & {"Mul", "Tanh"}
+
+
+def test_switch_becomes_nested_ifs_and_takes_every_branch():
+    def f(i, x):
+        return lax.switch(i, [lambda t: t * 2, jnp.sin, lambda t: t - 1], x)
+
+    x = _randn(3)
+    model = from_jax(f, np.int32(0), x)
+    for i in (0, 1, 2, 7, -1):  # lax.switch clamps the index
+        index = np.asarray(i, np.int32)
+        assert_matches(model, [index, x], [np.asarray(jax.jit(f)(index, x))], backends=("reference", "onnxruntime"))

@@ -56,6 +56,20 @@ def test_a_derived_dim_is_an_expression_of_its_root():
     assert_matches(model, [x8.numpy()], _eager(_Pairs(), (x8,)), backends=("reference", "onnxruntime"))
 
 
+class _Merge(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(-1, x.shape[2]) * 2
+
+
+def test_a_product_of_two_dims_is_an_expression_and_runs_at_new_sizes():
+    b, n = torch.export.Dim("b", max=64), torch.export.Dim("n", max=64)
+    model = from_torch(_Merge(), (torch.randn(2, 3, 4),), dynamic_shapes=({0: b, 1: n},))
+    assert model.graph.inputs[0].type.shape == ("b", "n", 4)
+    assert model.graph.outputs[0].type.shape in (("b*n", 4), ("n*b", 4))
+    x = torch.randn(5, 7, 4)
+    assert_matches(model, [x.numpy()], _eager(_Merge(), (x,)), backends=("reference", "xla"))
+
+
 def test_parameters_are_named_initializers_sharing_the_modules_memory():
     module, args, _ = MODELS["resnet50"]()
     model = from_torch(module, args)

@@ -745,7 +745,14 @@ def _owned(cx, g: Graph, v, aval=None) -> Value:
 
 @prim("cond")
 def _cond(cx, index, *operands, branches, **_):
+    """``lax.cond`` → If; ``lax.switch`` (n branches) → Ifs nested in the else branches."""
+    from ..core_ir.builder import Builder
+    from .common import Emitter
+    from .jax import aval_type
+
     index = cx.value(index)
+    n_out = len(cx.eqn.outvars)
+    types = [aval_type(a) for a in cx.out_avals]
 
     def branch(k):
         g = Graph(name=cx.importer.names.fresh(f"branch{k}"))
@@ -753,18 +760,28 @@ def _cond(cx, index, *operands, branches, **_):
         g.set_outputs([_owned(cx, g, v, a) for v, a in zip(outs, cx.out_avals, strict=True)])
         return g
 
-    if len(branches) != 2:
-        raise NotMapped(f"cond with {len(branches)} branches (lax.switch)")
-    n_out = len(cx.eqn.outvars)
-    if cx.dtype(index) == DataType.BOOL:
-        pred = index
-    else:
-        pred = cx.emit("Equal", index, cx.value(0, cx.dtype(index)))
-    first, second = branch(0), branch(1)
-    if cx.dtype(index) == DataType.BOOL:
-        first, second = second, first  # a True predicate takes branches[1]
-    n = cx.node_typed("If", [cx.emit("Reshape", pred, cx.const(np.asarray([], np.int64)))],
-                      {"then_branch": first, "else_branch": second}, outputs=n_out)  # fmt: skip
+    def scalar(e, v):
+        return e.emit("Reshape", v, e.const(np.asarray([], np.int64)))
+
+    if cx.dtype(index) == DataType.BOOL:  # a True predicate takes branches[1]
+        n = cx.node("If", [scalar(cx, index)], {"then_branch": branch(1), "else_branch": branch(0)},
+                    outputs=n_out, types=types)  # fmt: skip
+        return list(n.outputs) if n_out != 1 else n.outputs[0]
+
+    def from_branch(k):  # a graph choosing among branches k.. by the index
+        if k == len(branches) - 1:
+            return branch(k)
+        g = Graph(name=cx.importer.names.fresh(f"switch{k}"))
+        e = Emitter(g, Builder(g, names=cx.importer.names))
+        e.metadata = dict(cx.metadata)
+        pred = scalar(e, e.emit("Equal", index, e.const(np.asarray(k, to_numpy(cx.dtype(index))))))
+        inner = e.node("If", [pred], {"then_branch": branch(k), "else_branch": from_branch(k + 1)},
+                       outputs=n_out, types=types)  # fmt: skip
+        g.set_outputs(list(inner.outputs))
+        return g
+
+    pred = scalar(cx, cx.emit("Equal", index, cx.value(0, cx.dtype(index))))
+    n = cx.node("If", [pred], {"then_branch": branch(0), "else_branch": from_branch(1)}, outputs=n_out, types=types)
     return list(n.outputs) if n_out != 1 else n.outputs[0]
 
 

@@ -48,10 +48,11 @@ def _run(suite: str, args) -> list[dict]:
             print(f"  {suite} {r.op}[{r.index}] {bad} {[r.details[e][:160] for e in bad]}", file=sys.stderr)
 
     if suite == "torch":
-        results = c.run_torch_suite(None, args.backends, samples_per_op=args.samples_per_op, peer=args.peer,
+        ops = c.torch_ops(args.ops) if args.ops else None
+        results = c.run_torch_suite(ops, args.backends, samples_per_op=args.samples_per_op, peer=args.peer,
                                     progress=progress)  # fmt: skip
     else:
-        results = c.run_jax_suite(c.jax_harnesses(per_group=args.harnesses_per_group), args.backends,
+        results = c.run_jax_suite(c.jax_harnesses(args.ops, per_group=args.harnesses_per_group), args.backends,
                                   peer=args.peer, progress=progress)  # fmt: skip
     return [{"op": r.op, "index": r.index, "outcomes": r.outcomes, "details": r.details} for r in results]
 
@@ -116,6 +117,8 @@ def main() -> None:
     ap.add_argument("--harnesses-per-group", type=int, default=4)
     ap.add_argument("--no-peer", dest="peer", action="store_false")
     ap.add_argument("--render-only", action="store_true", help="rewrite the page from the saved results")
+    ap.add_argument("--ops", nargs="+", help="run only these ops (OpInfo names, harness groups) and replace "
+                                            "their rows in the saved results")  # fmt: skip
     args = ap.parse_args()
     data = {"suites": {}}
     if os.path.exists(RESULTS):
@@ -131,6 +134,9 @@ def main() -> None:
             title = "PyTorch OpInfo → from_torch" if suite == "torch" else "JAX primitive harnesses → from_jax"
             versions = f"torch {torch.__version__}" if suite == "torch" else f"jax {jax.__version__}"
             seconds = time.perf_counter() - t0
+            if args.ops and suite in data["suites"]:  # a partial rerun: the other ops' rows stay
+                kept = [r for r in data["suites"][suite]["results"] if r["op"] not in {x["op"] for x in rows}]
+                rows, seconds = kept + rows, data["suites"][suite]["seconds"]
             data["suites"][suite] = {"title": title, "versions": versions, "results": rows,
                                      "ops": len({r["op"] for r in rows}), "seconds": seconds}  # fmt: skip
         os.makedirs(os.path.dirname(RESULTS), exist_ok=True)

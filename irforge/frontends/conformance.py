@@ -201,12 +201,12 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
 
 
 _RANDOM = ("rand", "normal", "uniform", "bernoulli", "dropout", "multinomial", "exponential", "cauchy",
-           "geometric", "log_normal", "poisson")  # fmt: skip
+           "geometric", "log_normal", "poisson", "empty")  # fmt: skip
 
 
 def _draws_random(ep) -> bool:
-    """Whether the program draws random numbers: no engine reproduces torch's generator, so such
-    samples are compared on shape and dtype only."""
+    """Whether the program draws random numbers or returns uninitialised memory (``empty``): no
+    engine reproduces those, so such samples are compared on shape and dtype only."""
     return any(n.op == "call_function" and any(r in str(n.target) for r in _RANDOM) for n in ep.graph.nodes)
 
 

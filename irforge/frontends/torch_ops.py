@@ -673,7 +673,7 @@ def _split(cx, x, size, dim=0):
     return _split_with_sizes(cx, x, sizes, dim)
 
 
-@aten("unbind.int")
+@aten("unbind.int", "unbind_copy.int")
 def _unbind(cx, x, dim=0):
     axis = _axis(dim, cx.rank(x))
     n = cx.shape(x)[axis]
@@ -813,12 +813,33 @@ def _crop_to(cx, src, index):
 
 @aten("scatter_reduce.two")
 def _scatter_reduce(cx, x, dim, index, src, reduce, *, include_self=True):
-    reduction = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(reduce)
-    if reduction is None or not include_self:
-        raise NotMapped(f"scatter_reduce reduce={reduce!r} include_self={include_self}")
+    """ScatterElements with a reduction; without ``include_self`` the scattered-to positions are
+    first reset to the reduction's identity; ``mean`` divides a scattered sum by its count."""
+    x = cx.tensor(x)
+    axis = _axis(dim, cx.rank(x))
     index = cx.cast(index, DataType.INT64)
-    return cx.emit_typed("ScatterElements", cx.tensor(x), index, _crop_to(cx, cx.tensor(src), index),
-                         axis=_axis(dim, cx.rank(x)), reduction=reduction)  # fmt: skip
+    src = _crop_to(cx, cx.tensor(src), index)
+    dtype = np.dtype(to_numpy(cx.dtype(x)))
+    floating = dtype.kind == "f"
+    identity = {"sum": 0, "mean": 0, "prod": 1, "amax": -np.inf if floating else np.iinfo(dtype).min,
+                "amin": np.inf if floating else np.iinfo(dtype).max}.get(reduce)  # fmt: skip
+    if identity is None:
+        raise NotMapped(f"scatter_reduce reduce={reduce!r}")
+    reduction = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}[reduce]
+    shape_of_index = cx.emit("Shape", index)
+    base = x
+    if not include_self:
+        fill = cx.emit("Expand", cx.tensor(identity), shape_of_index)
+        base = cx.emit("ScatterElements", x, index, fill, axis=axis)
+    y = cx.emit("ScatterElements", base, index, src, axis=axis, reduction=reduction)
+    if reduce != "mean":
+        return cx.emit_typed("Identity", y)
+    ones = cx.emit("Expand", cx.tensor(1), shape_of_index)
+    start = cx.emit("Expand", cx.tensor(1 if include_self else 0), cx.emit("Shape", x))
+    count = cx.emit("ScatterElements", start, index, ones, axis=axis, reduction="add")
+    safe = cx.emit("Max", count, cx.tensor(1))
+    mean = cx.emit("Div", y, safe)
+    return cx.emit_typed("Identity", mean)
 
 
 @aten("embedding.default")
@@ -1680,3 +1701,89 @@ def _cumprod(cx, x, dim, *, dtype=None):
     if cx.rank(x) == 0:
         return cx.emit_typed("Identity", x)
     return cx.emit_typed("Identity", associative_scan(cx, x, _axis(dim, cx.rank(x)), "Mul", 1))
+
+
+@aten("ldexp.Tensor")
+def _ldexp(cx, x, other):
+    return cx.emit_typed("Mul", cx.tensor(x), cx.emit("Pow", cx.tensor(2.0), cx.tensor(other)))
+
+
+@aten("dist.default")
+def _dist(cx, a, b, p=2):
+    from ..core_ir.types import TensorType
+    from .common import broadcast_shapes
+
+    a, b = cx.tensor(a), cx.tensor(b)
+    diff = cx.emit("Sub", a, b)
+    diff.type = TensorType(cx.out_dtype, broadcast_shapes(cx.shape(a), cx.shape(b)))
+    return _vector_norm(cx, diff, p)
+
+
+@aten("angle.default")
+def _angle(cx, x):
+    x = cx.tensor(x)
+    if not is_floating(cx.dtype(x)):
+        return cx.emit_typed("Mul", cx.cast(cx.emit("Less", x, cx.tensor(0, cx.dtype(x))), cx.out_dtype),
+                             cx.tensor(math.pi))  # fmt: skip
+    phase = cx.emit("Where", cx.emit("Less", x, cx.tensor(0)), cx.tensor(math.pi), cx.tensor(0))
+    return cx.emit_typed("Where", cx.emit("IsNaN", x), x, phase)
+
+
+@aten("slice_scatter.default")
+def _slice_scatter(cx, x, src, dim=0, start=None, end=None, step=1):
+    """``src`` written over ``x[start:end:step]`` along ``dim``: ScatterND over that axis moved first."""
+    shape = cx.shape(x)
+    axis = _axis(dim, len(shape))
+    n = shape[axis]
+    if not isinstance(n, int) or not all(isinstance(v, int) or v is None for v in (start, end, step)):
+        raise NotMapped("slice_scatter over symbolic bounds")
+    rows = np.arange(n)[slice(start, end, step)]
+    perm = [axis, *[d for d in range(len(shape)) if d != axis]]
+    xt = cx.emit("Transpose", cx.tensor(x), perm=perm)
+    st = cx.emit("Transpose", cx.tensor(src), perm=perm)
+    y = cx.emit("ScatterND", xt, cx.const(rows.reshape(-1, 1).astype(np.int64)), st)
+    inverse = [perm.index(i) for i in range(len(shape))]
+    return cx.emit_typed("Transpose", y, perm=inverse)
+
+
+@aten("unfold.default")
+def _unfold(cx, x, dim, size, step):
+    """Windows of ``size`` every ``step`` along ``dim``, as a new last axis: a Gather of an index grid."""
+    shape = cx.shape(x)
+    if not shape:
+        return cx.emit_typed("Reshape", x, cx.const(np.asarray([1], np.int64)))
+    axis = _axis(dim, len(shape))
+    n = shape[axis]
+    if not isinstance(n, int):
+        raise NotMapped("unfold over a symbolic size")
+    starts = np.arange(0, n - size + 1, step)
+    grid = (starts[:, None] + np.arange(size)[None, :]).astype(np.int64)  # [windows, size]
+    y = cx.emit("Gather", x, cx.const(grid), axis=axis)  # [..., windows, size, ...]
+    rank = len(shape) + 1
+    perm = [d for d in range(rank) if d != axis + 1] + [axis + 1]
+    return cx.emit_typed("Transpose", y, perm=perm)
+
+
+@aten("adaptive_max_pool2d.default", "adaptive_max_pool3d.default", "adaptive_max_pool1d.default")
+def _adaptive_max_pool(cx, x, output_size):
+    if 1 in cx.used_outputs():
+        raise NotMapped("adaptive max pooling's indices")
+    nd = len(output_size)
+    shape = cx.shape(x)
+    spatial = shape[-nd:]
+    if not all(isinstance(s, int) for s in spatial):
+        raise NotMapped("adaptive pooling over symbolic sizes")
+    y = cx.tensor(x)
+    rank = len(shape)
+    for k, (n, o) in enumerate(zip(spatial, output_size, strict=True)):
+        axis = rank - nd + k
+        parts = []
+        for i in range(o):
+            lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
+            window = cx.emit("Slice", y, cx.const(np.asarray([lo], np.int64)), cx.const(np.asarray([hi], np.int64)),
+                             cx.const(np.asarray([axis], np.int64)))  # fmt: skip
+            parts.append(cx.emit("ReduceMax", window, cx.const(np.asarray([axis], np.int64)), keepdims=1))
+        y = cx.emit("Concat", *parts, axis=axis) if len(parts) > 1 else parts[0]
+    out = cx.emit("Identity", y)
+    out.type = cx.meta_type(cx.val[0])
+    return out, None

@@ -6,6 +6,7 @@ results uniquely, and takes attribute kinds and output counts from the ONNX sche
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,12 +108,8 @@ class Builder:
         output_types: Sequence[Type | None] | None = None,
     ) -> Node:
         schema = _schema(op_type, domain, self.opset)
-        attrs = []
-        for key, val in (attributes or {}).items():
-            kind = None
-            if schema is not None and key in schema.attributes:
-                kind = AttrKind(int(schema.attributes[key].type))
-            attrs.append(infer_attr(key, val, kind))
+        kinds = _attr_kinds(op_type, domain, self.opset)
+        attrs = [infer_attr(key, val, kinds.get(key)) for key, val in (attributes or {}).items()]
         if output_names is None:
             if num_outputs is None:
                 num_outputs = _default_outputs(schema)
@@ -139,11 +136,21 @@ class Builder:
         return self.graph.append_input(Value(name, type))
 
 
+@functools.lru_cache(maxsize=4096)
 def _schema(op_type: str, domain: str, opset: int):
+    """ONNX's schema lookup builds a new object per call: importers add thousands of nodes."""
     try:
         return onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _attr_kinds(op_type: str, domain: str, opset: int) -> dict[str, AttrKind]:
+    schema = _schema(op_type, domain, opset)
+    if schema is None:
+        return {}
+    return {key: AttrKind(int(a.type)) for key, a in schema.attributes.items()}
 
 
 def _default_outputs(schema) -> int:

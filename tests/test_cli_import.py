@@ -11,9 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("jax")
-
 import irforge
 
 IRFORGE = [sys.executable, "-m", "irforge.cli"]

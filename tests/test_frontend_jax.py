@@ -4,17 +4,15 @@ primitives and the plugin hook work as for PyTorch."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from frontend_check import assert_matches
+from jax import lax
 
-jax = pytest.importorskip("jax")
-
-import jax.numpy as jnp  # noqa: E402
-from frontend_check import assert_matches  # noqa: E402
-from jax import lax  # noqa: E402
-
-from irforge.frontends import FrontendError, UnsupportedOpsError, from_jax  # noqa: E402
-from irforge.plugins import build_registry, hookimpl  # noqa: E402
+from irforge.frontends import FrontendError, UnsupportedOpsError, from_jax
+from irforge.plugins import build_registry, hookimpl
 
 RNG = np.random.default_rng(0)
 

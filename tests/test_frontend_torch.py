@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from frontend_check import assert_matches
+from torch_models import MODELS
 
-torch = pytest.importorskip("torch")
-
-from frontend_check import assert_matches  # noqa: E402
-from torch_models import MODELS  # noqa: E402
-
-import irforge  # noqa: E402
-from irforge.core_ir.printer import print_model  # noqa: E402
-from irforge.frontends import FrontendError, UnsupportedOpsError, from_torch  # noqa: E402
-from irforge.plugins import build_registry, hookimpl  # noqa: E402
+import irforge
+from irforge.core_ir.printer import print_model
+from irforge.frontends import FrontendError, UnsupportedOpsError, from_torch
+from irforge.plugins import build_registry, hookimpl
 
 
 def _eager(module, args):

@@ -217,20 +217,26 @@ def _torch_peer(module, tensors, arrays):
     import torch
 
     try:
-        import onnxruntime as ort
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program = torch.onnx.export(module, tuple(tensors), dynamo=True, verbose=False)
         buffer = io.BytesIO()
-        program.save(buffer) if hasattr(program, "save") else None
-        options = ort.SessionOptions()
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-        names = [i.name for i in session.get_inputs()]
-        return [np.asarray(o) for o in session.run(None, dict(zip(names, arrays, strict=False)))]
+        program.save(buffer)
+        return _onnxruntime_run(buffer.getvalue(), arrays)
     except Exception as e:
         return e
+
+
+def _onnxruntime_run(model_bytes: bytes, arrays) -> list[np.ndarray]:
+    """A peer's ONNX on onnxruntime's CPU provider, its threads not spinning."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return [np.asarray(o) for o in session.run(None, dict(zip(names, arrays, strict=False)))]
 
 
 def run_torch_suite(ops: Sequence | None = None, backends: Sequence[str] = ("reference",), *,
@@ -364,16 +370,11 @@ def _jax_peer(fun, args, arrays):
     try:
         import jax
         import jax2onnx
-        import onnxruntime as ort
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             proto = jax2onnx.to_onnx(fun, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays])
-        options = ort.SessionOptions()
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        names = [i.name for i in session.get_inputs()]
-        return [np.asarray(o) for o in session.run(None, dict(zip(names, arrays, strict=False)))]
+        return _onnxruntime_run(proto.SerializeToString(), arrays)
     except Exception as e:
         return e
 

@@ -1174,7 +1174,11 @@ def _mm(cx, a, b):
 
 @aten("addmm.default", "baddbmm.default", "addmv.default")
 def _addmm(cx, bias, a, b, *, beta=1, alpha=1):
-    prod = cx.emit("MatMul", cx.tensor(a), cx.tensor(b))
+    return _scaled_sum(cx, cx.emit("MatMul", cx.tensor(a), cx.tensor(b)), bias, alpha, beta)
+
+
+def _scaled_sum(cx, prod: Value, bias, alpha, beta) -> Value:
+    """``alpha * prod + beta * bias``, torch's add-matmul convention (``beta == 0`` ignores bias)."""
     if alpha != 1:
         prod = cx.emit("Mul", prod, cx.tensor(alpha))
     if beta == 0:
@@ -1629,14 +1633,7 @@ def _logcumsumexp(cx, x, dim):
 def _addbmm(cx, bias, a, b, *, beta=1, alpha=1):
     prod = cx.emit("ReduceSum", cx.emit("MatMul", cx.tensor(a), cx.tensor(b)), cx.const(np.asarray([0], np.int64)),
                    keepdims=0)  # fmt: skip
-    if alpha != 1:
-        prod = cx.emit("Mul", prod, cx.tensor(alpha))
-    if beta == 0:
-        return cx.emit_typed("Identity", prod)
-    bias = cx.tensor(bias)
-    if beta != 1:
-        bias = cx.emit("Mul", bias, cx.tensor(beta))
-    return cx.emit_typed("Add", prod, bias)
+    return _scaled_sum(cx, prod, bias, alpha, beta)
 
 
 @aten("diagonal.default", "diagonal_copy.default")

@@ -49,6 +49,18 @@ class UnsupportedError(BackendError):
         super().__init__(f"the {backend} backend cannot take {len(self.problems)} op kind(s) of this model:\n{lines}")
 
 
+FRAMEWORK_DOMAINS = ("torch.aten", "jax.lax")
+"""Domains where a frontend keeps ops it could not map (``keep_unmapped=True``): no engine runs them."""
+
+
+def kept_framework_ops(model: Model) -> list[Unsupported]:
+    """The framework ops a frontend kept unmapped, each refused by name until a pass lowers it."""
+    return collect_unsupported(
+        (n, f"{n.domain}::{n.op_type}", "a framework op kept unmapped by the frontend; lower it with a plugin pass")
+        for n in model.graph.all_nodes() if n.domain in FRAMEWORK_DOMAINS
+    )  # fmt: skip
+
+
 def collect_unsupported(reasons: Iterable[tuple[Node, str, str]]) -> list[Unsupported]:
     """Group ``(node, op label, why)`` findings by (op label, why), in first-seen order."""
     groups: dict[tuple[str, str], list[Node]] = {}

@@ -10,7 +10,7 @@ import numpy as np
 from ..core_ir.errors import MissingExtraError
 from ..core_ir.interpreter import Interpreter
 from ..core_ir.model import Model
-from .base import Artifact, Backend, Executable, Unsupported
+from .base import Artifact, Backend, Executable, Unsupported, kept_framework_ops
 
 
 def _names(model: Model) -> tuple[list[str], list[str]]:
@@ -24,7 +24,7 @@ class ReferenceBackend(Backend):
     name = "reference"
 
     def unsupported(self, model: Model) -> list[Unsupported]:
-        return []
+        return kept_framework_ops(model)
 
     def compile(self, model: Model, device: str = "cpu") -> Executable:
         t0 = time.perf_counter()
@@ -44,7 +44,7 @@ class OnnxRuntimeBackend(Backend):
     targets = ("onnx",)
 
     def unsupported(self, model: Model) -> list[Unsupported]:
-        return []
+        return kept_framework_ops(model)
 
     def lower(self, model: Model, target: str | None = None) -> Artifact:
         from .onnx import to_bytes

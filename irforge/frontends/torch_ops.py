@@ -1150,10 +1150,15 @@ def _adaptive_avg_pool(cx, x, output_size):
     if not unbatched and all(s % o == 0 for s, o in zip(spatial, output_size, strict=True)):
         k = [s // o for s, o in zip(spatial, output_size, strict=True)]
         return cx.emit_typed("AveragePool", x, kernel_shape=k, strides=k)
-    # torch's windows [floor(i*n/o), ceil((i+1)*n/o)) per axis; a box mean is a mean of means per axis
-    y = cx.tensor(x)
-    rank = cx.rank(x)
-    for k, (n, o) in enumerate(zip(spatial, output_size, strict=True)):
+    return cx.emit_typed("Identity", _adaptive_windows(cx, cx.tensor(x), output_size, "ReduceMean"))
+
+
+def _adaptive_windows(cx, x: Value, output_size, reduce: str) -> Value:
+    """torch's adaptive windows [floor(i*n/o), ceil((i+1)*n/o)) along each trailing axis, reduced
+    with ``reduce`` one axis at a time (a box mean is a mean of means; a box max a max of maxes)."""
+    nd, rank = len(output_size), cx.rank(x)
+    y = x
+    for k, (n, o) in enumerate(zip(cx.shape(x)[-nd:], output_size, strict=True)):
         axis = rank - nd + k
         if n == o:
             continue
@@ -1162,9 +1167,9 @@ def _adaptive_avg_pool(cx, x, output_size):
             lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
             window = cx.emit("Slice", y, cx.const(np.asarray([lo], np.int64)), cx.const(np.asarray([hi], np.int64)),
                              cx.const(np.asarray([axis], np.int64)))  # fmt: skip
-            parts.append(cx.emit("ReduceMean", window, cx.const(np.asarray([axis], np.int64)), keepdims=1))
+            parts.append(cx.emit(reduce, window, cx.const(np.asarray([axis], np.int64)), keepdims=1))
         y = cx.emit("Concat", *parts, axis=axis) if len(parts) > 1 else parts[0]
-    return cx.emit_typed("Identity", y)
+    return y
 
 
 @aten("mm.default", "bmm.default", "matmul.default")
@@ -1770,17 +1775,6 @@ def _adaptive_max_pool(cx, x, output_size):
     spatial = shape[-nd:]
     if not all(isinstance(s, int) for s in spatial):
         raise NotMapped("adaptive pooling over symbolic sizes")
-    y = cx.tensor(x)
-    rank = len(shape)
-    for k, (n, o) in enumerate(zip(spatial, output_size, strict=True)):
-        axis = rank - nd + k
-        parts = []
-        for i in range(o):
-            lo, hi = (i * n) // o, -((-(i + 1) * n) // o)
-            window = cx.emit("Slice", y, cx.const(np.asarray([lo], np.int64)), cx.const(np.asarray([hi], np.int64)),
-                             cx.const(np.asarray([axis], np.int64)))  # fmt: skip
-            parts.append(cx.emit("ReduceMax", window, cx.const(np.asarray([axis], np.int64)), keepdims=1))
-        y = cx.emit("Concat", *parts, axis=axis) if len(parts) > 1 else parts[0]
-    out = cx.emit("Identity", y)
+    out = cx.emit("Identity", _adaptive_windows(cx, cx.tensor(x), output_size, "ReduceMax"))
     out.type = cx.meta_type(cx.val[0])
     return out, None

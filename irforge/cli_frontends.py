@@ -39,6 +39,16 @@ def _shape(text: str) -> tuple[int, ...]:
         raise IrforgeError(f"--example-shape wants sizes like 1,3,224,224, got {text!r}") from None
 
 
+def _example(rng, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    try:
+        kind = np.dtype(dtype)
+    except TypeError:
+        raise IrforgeError(f"--dtype wants a numpy dtype name (float32, int64, ...), got {dtype!r}") from None
+    if kind.kind in "iub":
+        return rng.integers(0, 2 if kind.kind == "b" else 8, shape).astype(kind)
+    return rng.standard_normal(shape).astype(kind)
+
+
 def _dynamic(specs: list[str], n_inputs: int) -> list[dict[int, str]]:
     """``INPUT:AXIS=NAME`` items → one ``{axis: name}`` per input."""
     out: list[dict[int, str]] = [{} for _ in range(n_inputs)]
@@ -66,7 +76,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         if len(dtypes) != len(args.example_shape):
             raise IrforgeError("give one --dtype per --example-shape (or none: float32)")
         rng = np.random.default_rng(0)
-        examples = [rng.standard_normal(_shape(s)).astype(d) for s, d in zip(args.example_shape, dtypes, strict=True)]
+        examples = [_example(rng, _shape(s), d) for s, d in zip(args.example_shape, dtypes, strict=True)]
     if examples is None:
         raise IrforgeError("give the example input shapes (--example-shape 1,3,224,224), or make the factory "
                            "return (model, example_args)")  # fmt: skip

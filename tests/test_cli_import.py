@@ -74,6 +74,8 @@ def test_import_a_jax_function(folder):
     (["nosuch:cnn", "--framework", "torch"], "cannot import 'nosuch'"),
     (["mymodels:cnn", "--framework", "torch"], "give the example input shapes"),
     (["mymodels:cnn", "--framework", "torch", "--example-shape", "1,x"], "--example-shape wants sizes"),
+    (["mymodels:cnn", "--framework", "torch", "--example-shape", "1,3,8,8", "--dtype", "floaty"],
+     "--dtype wants a numpy dtype name"),
     (["mymodels:cnn", "--framework", "torch", "--example-shape", "1,3,8,8", "--dynamic", "batch"],
      "--dynamic wants INPUT:AXIS=NAME"),
 ])  # fmt: skip

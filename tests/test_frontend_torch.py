@@ -215,3 +215,28 @@ def test_an_op_refused_as_exported_sends_the_program_through_decomposition():
     with torch.no_grad():
         expected = torch.nn.functional.batch_norm(x, None, None, training=True).numpy()
     assert_matches(model, [x.numpy()], [expected])
+
+
+class _GammaFamily(torch.nn.Module):
+    def forward(self, x, u):
+        return torch.lgamma(x), torch.digamma(x), torch.polygamma(0, x), torch.special.erfinv(u), torch.special.gammaln(
+            x.double())
+
+
+class _HalfLgamma(torch.nn.Module):
+    def forward(self, x):
+        return torch.lgamma(x.half())
+
+
+def test_lgamma_digamma_and_erfinv_match_eager_at_poles_and_edges():
+    rng = np.random.default_rng(1)
+    edges = [0.0, -0.0, -1.0, -2.0, 1.0, 2.0, 0.5, np.inf, -np.inf, np.nan, 1e-30, -3.5, 1e6, -1e6 + 0.5]
+    x = torch.from_numpy(np.concatenate([rng.uniform(-20, 20, 200), rng.uniform(0, 3, 50), edges]).astype(np.float32))
+    u = torch.from_numpy(np.concatenate([rng.uniform(-1, 1, 300), [1.0, -1.0, 0.0, 0.999999, 1.5]]).astype(np.float32))
+    module = _GammaFamily()
+    model = from_torch(module, (x, u))
+    assert not {n.domain for n in model.graph} - {""}
+    assert_matches(model, [x.numpy(), u.numpy()], _eager(module, (x, u)), backends=("reference", "onnxruntime", "xla"))
+    half = _HalfLgamma()  # computed in float32, rounded to float16's 11 bits
+    assert_matches(from_torch(half, (x,)), [x.numpy()], _eager(half, (x,)), backends=("reference", "xla"),
+                   rtol=1e-3, atol=1e-3)  # fmt: skip

@@ -37,6 +37,7 @@ from .common import (
     UnsupportedOpsError,
     plugin_converters,
 )
+from .jax_random import RANDOM_PRIMITIVES, is_key, key_selector, physical, physical_params
 
 OPSET = 21
 KEEP_DOMAIN = "jax.lax"
@@ -165,8 +166,10 @@ def dim_of(d):
 
 
 def aval_type(aval) -> TensorType | None:
+    """The IR type of an aval; a key array's is that of its key data."""
     if not hasattr(aval, "shape") or not hasattr(aval, "dtype"):
         return None
+    aval = physical(aval)
     return TensorType(to_dtype(aval.dtype), tuple(dim_of(d) for d in aval.shape))
 
 
@@ -181,7 +184,7 @@ class JaxContext(Emitter):
 
     @property
     def out_avals(self) -> list:
-        return [v.aval for v in self.eqn.outvars]
+        return [physical(v.aval) for v in self.eqn.outvars]
 
     @property
     def out_dtype(self) -> DataType:
@@ -234,6 +237,12 @@ class _Importer:
         self.graph = Graph(name="jaxpr", opset_imports={"": OPSET})
         self.names = NameGenerator(self.graph)
         self.dim_sources: dict[str, tuple[Value, int]] = {}  # symbol → (graph input, axis)
+        self.opset = OPSET
+
+    def require_opset(self, version: int) -> None:
+        """Import at ONNX opset ``version`` at least (an op that first appears there was used)."""
+        self.opset = max(self.opset, version)
+        self.graph.opset_imports[""] = self.opset
 
     def run(self, closed, input_names: list[str]) -> Model:
         g = self.graph
@@ -264,7 +273,7 @@ class _Importer:
             if v.name.startswith(("identity", "const")):
                 v.name = self.names.fresh(f"out{i}")
         g.set_outputs(finals)
-        return Model(g, opset_imports={"": OPSET, **({KEEP_DOMAIN: 1} if self.keep_unmapped else {})},
+        return Model(g, opset_imports={"": self.opset, **({KEEP_DOMAIN: 1} if self.keep_unmapped else {})},
                      producer_name="irforge.from_jax")  # fmt: skip
 
     def _bind_consts(self, g: Graph, constvars, consts, env) -> None:
@@ -318,7 +327,13 @@ class _Importer:
         try:
             if fn is None:
                 raise NotMapped("no mapping")
-            result = fn(cx, *args, **eqn.params)
+            params = eqn.params
+            if name not in RANDOM_PRIMITIVES and any(is_key(v.aval) for v in (*eqn.invars, *eqn.outvars)):
+                params, selectors = physical_params(name, params, [v.aval for v in eqn.invars],
+                                                    [v.aval for v in eqn.outvars])  # fmt: skip
+                trailing = len(cx.out_avals[0].shape) - len(eqn.outvars[0].aval.shape)
+                args = [key_selector(cx, a, trailing) if i in selectors else a for i, a in enumerate(args)]
+            result = fn(cx, *args, **params)
         except NotMapped as e:
             if not self.keep_unmapped:
                 raise UnsupportedOpsError("jax", [UnmappedOp(name, 1, loc, str(e))]) from None

@@ -14,10 +14,14 @@ from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
+from . import special
+from .jax_random import RANDOM_PRIMITIVES, convert_random
 from .common import NotMapped, associative_scan
 
 TABLE: dict = {}
 INT64_MAX = 2**63 - 1
+BITCAST_OPSET = 26
+"""The first ONNX opset with ``BitCast``; a model that bitcasts imports at it."""
 
 
 def prim(*names: str):
@@ -109,6 +113,28 @@ def _shift(cx, a, b, **_):
     within = cx.emit("Cast", cx.emit("Less", b, cx.value(bits, cx.dtype(b))), to=int(cx.dtype(a)))
     y = cx.emit("Mul", y, within)  # a mask, not Where: onnxruntime has no Where for small integers
     return cx.typed("Cast", y, to=int(dtype)) if dtype in _UNSIGNED else cx.typed("Identity", y)
+
+
+@prim("lgamma", "digamma", "erf_inv")
+def _special(cx, x, **_):
+    fn = {"lgamma": special.lgamma, "digamma": special.digamma, "erf_inv": special.erfinv}[cx.eqn.primitive.name]
+    return cx.typed("Identity", fn(cx, cx.value(x)))
+
+
+def _random(cx, *args, **params):
+    return convert_random(cx, cx.eqn.primitive.name, list(args), params)
+
+
+prim(*sorted(RANDOM_PRIMITIVES))(_random)
+
+
+@prim("bitcast_convert_type")
+def _bitcast(cx, x, new_dtype, **_):
+    x = cx.value(x)
+    if np.dtype(new_dtype).itemsize != np.dtype(to_numpy(cx.dtype(x))).itemsize:
+        raise NotMapped("bitcast_convert_type between widths")
+    cx.importer.require_opset(BITCAST_OPSET)
+    return cx.typed("BitCast", x, to=int(cx.out_dtype))
 
 
 @prim("erfc")
@@ -307,6 +333,13 @@ def _concatenate(cx, *xs, dimension, **_):
     return cx.typed("Concat", *_same_type(cx, *xs), axis=int(dimension))
 
 
+@prim("stack")
+def _stack(cx, *xs, axis, **_):
+    xs = _same_type(cx, *xs)
+    axes = cx.const(_i64([axis]))
+    return cx.typed("Concat", *(cx.emit("Unsqueeze", x, axes) for x in xs), axis=int(axis))
+
+
 @prim("split")
 def _split(cx, x, sizes, axis, **_):
     n = cx.node_typed("Split", [x, cx.const(_i64(sizes))], {"axis": int(axis)}, outputs=len(sizes))
@@ -444,16 +477,25 @@ def _cumlogsumexp(cx, x, axis, reverse=False, **_):
                                    reverse=int(bool(reverse))))  # fmt: skip
 
 
+_WIDENS_TO_INT64 = frozenset({DataType.BOOL, DataType.INT8, DataType.INT16, DataType.UINT8, DataType.UINT16,
+                              DataType.UINT32})  # fmt: skip
+
+
 @prim("sort")
 def _sort(cx, *operands, dimension, is_stable=True, num_keys=1, **_):
     if num_keys != 1:
         raise NotMapped("sort on more than one key")
     keys = cx.value(operands[0])
-    if not is_floating(cx.dtype(keys)) and cx.dtype(keys) not in (DataType.INT32, DataType.INT64):
-        raise NotMapped(f"sort of {cx.dtype(keys).name}")
     n = cx.dim_value(cx.shape(keys)[dimension])
-    topk = cx.node("TopK", [keys, n], {"axis": int(dimension), "largest": 0, "sorted": 1}, outputs=2)
-    values, order = topk.outputs
+    if is_floating(cx.dtype(keys)) or cx.dtype(keys) in (DataType.INT32, DataType.INT64):
+        topk = cx.node("TopK", [keys, n], {"axis": int(dimension), "largest": 0, "sorted": 1}, outputs=2)
+        values, order = topk.outputs
+    elif cx.dtype(keys) in _WIDENS_TO_INT64:  # ranked as int64, which holds every value in order
+        wide = cx.emit("Cast", keys, to=int(DataType.INT64))
+        order = cx.node("TopK", [wide, n], {"axis": int(dimension), "largest": 0, "sorted": 1}, outputs=2).outputs[1]
+        values = cx.emit("GatherElements", keys, order, axis=int(dimension))
+    else:
+        raise NotMapped(f"sort of {cx.dtype(keys).name}")
     outs = [values]
     for other in operands[1:]:
         outs.append(cx.emit("GatherElements", cx.value(other), order, axis=int(dimension)))

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.value import Value
+from . import special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -68,6 +69,35 @@ def _unary(onnx_op: str):
 
 for _name, _op in _UNARY.items():
     aten(f"{_name}.default")(_unary(_op))
+
+
+def _special(fn):
+    def convert(cx, x):
+        x = cx.tensor(x)
+        if not is_floating(x.type.dtype):  # integer inputs promote to the default float
+            x = cx.cast(x, cx.out_dtype)
+        return cx.emit_typed("Identity", fn(cx, x))
+
+    return convert
+
+
+def _torch_digamma(cx, x: Value) -> Value:
+    """ψ with torch's value at zero: -inf at +0, +inf at -0 (the pole's one-sided limits)."""
+    at_zero = cx.emit("Neg", cx.emit("Reciprocal", x))
+    return cx.emit("Where", cx.emit("Equal", x, cx.const(np.asarray(0, to_numpy(x.type.dtype)))), at_zero,
+                   special.digamma(cx, x))  # fmt: skip
+
+
+aten("lgamma.default")(_special(special.lgamma))
+aten("digamma.default")(_special(_torch_digamma))
+aten("erfinv.default")(_special(special.erfinv))
+
+
+@aten("polygamma.default")
+def _polygamma(cx, n, x):
+    if n != 0:
+        raise NotMapped(f"polygamma of order {n} (order 0, digamma, is mapped)")
+    return _special(_torch_digamma)(cx, x)
 
 
 @aten("round.default")

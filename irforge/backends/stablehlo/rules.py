@@ -325,6 +325,25 @@ def _convert(x, dtype):
     return x.astype(dtype)
 
 
+def _bitcast_check(node):
+    to = node.attr("to")
+    if to is None or to not in _CAST_OK or to in _FLOAT8:
+        return f"bitcast to ONNX dtype {to} is not supported"
+    return None
+
+
+@rule("BitCast", check=_bitcast_check)
+def _bitcast(node, args):
+    target = np.dtype(_np_dtype(node.attr("to")))
+    if target.itemsize != np.dtype(args[0].dtype).itemsize:
+        raise ValueError(f"BitCast between widths: {args[0].dtype} to {target}")
+    if target == np.bool_ or args[0].dtype == np.bool_:  # XLA keeps booleans as 1-bit predicates
+        x = args[0].astype(np.uint8) if args[0].dtype == np.bool_ else args[0]
+        y = _lax().bitcast_convert_type(x, np.uint8)
+        return [y != 0 if target == np.bool_ else _lax().bitcast_convert_type(y, target)]
+    return [_lax().bitcast_convert_type(args[0], target)]
+
+
 @rule("CastLike")
 def _cast_like(node, args):
     from ...core_ir.dtypes import from_numpy

@@ -1,5 +1,9 @@
 """The ONNX node-test suite on the XLA and TVM backends: every case passes or is refused up front
-as unsupported; a wrong number or a crash fails.  The floors pin today's coverage."""
+as unsupported; a wrong number or a crash fails.  The floors pin today's coverage.
+
+The tests run a fixed slice of the suite, every op with up to ``PER_OP`` of its cases
+(``sample_cases``); ``python benchmarks/backend_coverage.py`` runs all of it and writes
+docs/backend-coverage.md."""
 
 from __future__ import annotations
 
@@ -8,10 +12,12 @@ import functools
 import pytest
 
 import irforge
-from irforge.backends.conformance import cases, run_case, summary
+from irforge.backends.conformance import run_case, sample_cases, summary
 
-PASSING_FLOOR = {"xla": 1505, "tvm": 1209}
-"""Cases passing on each backend when the floor was set (docs/backend-coverage.md has the table)."""
+PER_OP = 4
+SLICE = sample_cases(PER_OP)
+PASSING_FLOOR = {"xla": 457, "tvm": 382}
+"""Cases of the slice passing on each backend when the floor was set."""
 
 
 def _prepare_for(backend):
@@ -29,7 +35,7 @@ def _result(backend: str, name: str):
 
 
 @pytest.mark.parametrize("backend", sorted(PASSING_FLOOR))
-@pytest.mark.parametrize("name", list(cases()))
+@pytest.mark.parametrize("name", SLICE)
 def test_case_passes_or_is_refused_up_front(name, backend):
     r = _result(backend, name)
     assert r.outcome in ("pass", "unsupported"), f"{name} ({r.op}) on {backend}: {r.outcome}: {r.detail}"
@@ -37,6 +43,6 @@ def test_case_passes_or_is_refused_up_front(name, backend):
 
 @pytest.mark.parametrize("backend", sorted(PASSING_FLOOR))
 def test_coverage_does_not_fall(backend):
-    counts = summary([_result(backend, n) for n in cases()])
+    counts = summary([_result(backend, n) for n in SLICE])
     assert counts["wrong"] == 0 and counts["error"] == 0, counts
     assert counts["pass"] >= PASSING_FLOOR[backend], counts

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TORCH_SLICE = [
     "abs", "add", "addmm", "amax", "any", "argmax", "atan2", "baddbmm", "bmm", "cat", "clamp", "cumsum", "div",
-    "expand", "flip", "gather", "index_select", "index_put", "isnan", "layer_norm", "linalg.vector_norm",
+    "digamma", "erfinv", "expand", "flip", "gather", "index_select", "index_put", "isnan", "layer_norm", "lgamma", "linalg.vector_norm",
     "log_softmax", "masked_fill", "matmul", "max.reduction_with_dim", "mean", "nn.functional.avg_pool2d",
     "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.embedding",
     "nn.functional.gelu", "nn.functional.group_norm", "nn.functional.interpolate", "nn.functional.linear",
@@ -24,8 +24,8 @@ TORCH_SLICE = [
     "pow", "remainder", "repeat", "reshape", "scatter", "scatter_add", "select", "sigmoid", "slice", "softmax",
     "sort", "split", "squeeze", "stack", "sum", "tanh", "topk", "transpose", "tril", "unsqueeze", "var", "where",
 ]  # fmt: skip
-TORCH_FLOOR = 78
-JAX_FLOOR = 90
+TORCH_FLOOR = 82
+JAX_FLOOR = 103
 
 
 def test_torch_opinfo_slice_has_no_wrong_results():

@@ -16,13 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TORCH_SLICE = [
     "abs", "add", "addmm", "amax", "any", "argmax", "atan2", "baddbmm", "bmm", "cat", "clamp", "cumsum", "div",
-    "digamma", "erfinv", "expand", "flip", "gather", "index_select", "index_put", "isnan", "layer_norm", "lgamma", "linalg.vector_norm",
-    "log_softmax", "masked_fill", "matmul", "max.reduction_with_dim", "mean", "nn.functional.avg_pool2d",
-    "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.embedding",
-    "nn.functional.gelu", "nn.functional.group_norm", "nn.functional.interpolate", "nn.functional.linear",
-    "nn.functional.max_pool2d", "nn.functional.pad", "nn.functional.scaled_dot_product_attention", "permute",
-    "pow", "remainder", "repeat", "reshape", "scatter", "scatter_add", "select", "sigmoid", "slice", "softmax",
-    "sort", "split", "squeeze", "stack", "sum", "tanh", "topk", "transpose", "tril", "unsqueeze", "var", "where",
+    "digamma", "erfinv", "expand", "flip", "gather", "index_select", "index_put", "isnan", "layer_norm", "lgamma",
+    "linalg.vector_norm", "log_softmax", "masked_fill", "matmul", "max.reduction_with_dim", "mean",
+    "nn.functional.avg_pool2d", "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.conv_transpose2d",
+    "nn.functional.embedding", "nn.functional.gelu", "nn.functional.group_norm", "nn.functional.interpolate",
+    "nn.functional.linear", "nn.functional.max_pool2d", "nn.functional.pad",
+    "nn.functional.scaled_dot_product_attention", "permute", "pow", "remainder", "repeat", "reshape", "scatter",
+    "scatter_add", "select", "sigmoid", "slice", "softmax", "sort", "split", "squeeze", "stack", "sum", "tanh",
+    "topk", "transpose", "tril", "unsqueeze", "var", "where",
 ]  # fmt: skip
 TORCH_FLOOR = 82
 JAX_FLOOR = 103

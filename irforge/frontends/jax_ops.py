@@ -15,8 +15,8 @@ from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from . import special
-from .jax_random import RANDOM_PRIMITIVES, convert_random
 from .common import NotMapped, associative_scan
+from .jax_random import RANDOM_PRIMITIVES, convert_random
 
 TABLE: dict = {}
 INT64_MAX = 2**63 - 1

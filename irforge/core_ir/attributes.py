@@ -67,6 +67,10 @@ class SparseTensor:
         return self._dense
 
 
+GRAPH_KINDS = frozenset({int(AttrKind.GRAPH), int(AttrKind.GRAPHS)})
+"""The kinds that hold subgraphs (plain ints: asked once per node by every graph walk)."""
+
+
 class Attr:
     """A named attribute value, or (inside a function body) a reference to a function attribute."""
 

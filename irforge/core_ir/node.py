@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import journal as _journal
-from .attributes import Attr, infer_attr
+from .attributes import GRAPH_KINDS, Attr, infer_attr
 from .errors import IRError
 from .types import Type
 from .value import Value
@@ -175,7 +175,7 @@ class Node:
         """Graphs held in this node's attributes (If branches, Loop/Scan bodies)."""
         if not self._attrs:
             return []
-        return [g for a in self._attrs.values() for g in a.graphs]
+        return [g for a in self._attrs.values() if a.kind in GRAPH_KINDS for g in a.graphs]
 
     # -- input mutation: the only code that edits use lists ---------------------------------
     def _append_input_raw(self, v: Value | None) -> None:

@@ -113,7 +113,20 @@ def _decode(proto: onnx.TensorProto, dtype: DataType) -> np.ndarray:
             count *= d
         if len(raw) == count * np.dtype(np_dtype).itemsize and sys.byteorder == "little":
             return np.frombuffer(raw, dtype=np_dtype).reshape(tuple(proto.dims))
+    field = _TYPED_FIELDS.get(dtype)
+    if field is not None and not proto.HasField("raw_data") and proto.data_location != onnx.TensorProto.EXTERNAL:
+        values = getattr(proto, field[0])
+        if len(values) == num_elements(tuple(proto.dims)):  # shape constants, mostly: tiny and many
+            return np.array(values, dtype=field[1]).reshape(tuple(proto.dims))
     return onnx.numpy_helper.to_array(proto)
+
+
+_TYPED_FIELDS = {
+    DataType.FLOAT: ("float_data", np.float32), DataType.DOUBLE: ("double_data", np.float64),
+    DataType.INT32: ("int32_data", np.int32), DataType.INT64: ("int64_data", np.int64),
+    DataType.UINT64: ("uint64_data", np.uint64),
+}  # fmt: skip
+"""Element types stored as themselves in a typed field of ``TensorProto`` (others are packed)."""
 
 
 class ProtoTensor:

@@ -87,7 +87,7 @@ class _Folder:
             self.replace(node, [result])
             self.stats["folded"] += 1
             return
-        expected = self.expected_types(node)
+        expected = _relabelled_types(node, self.opsets) or self.expected_types(node)
         if expected is None:
             self.stats["refused"] += 1
             return
@@ -243,13 +243,48 @@ def _read_off(node: Node) -> _ReadOff | None:
         if filled is None:
             return None
         fill = filled.fill
-        return _ReadOff(TensorType(filled.dtype, filled.dims), lambda: np.full(filled.dims, fill[0], dtype=fill.dtype))
+        # a read-only view of the one element: no memory until a writer or a non-uniform
+        # rewrite needs the elements (weights of a model exported without them often are fills)
+        return _ReadOff(TensorType(filled.dtype, filled.dims), lambda: np.broadcast_to(fill.reshape(()), filled.dims))
     if node.op_type == "Constant" and len(node.attributes) == 1:
         value = node.attributes.get("value")
         if value is not None and value.ref is None and is_tensor_data(value.value):
             c = value.value
             return _ReadOff(TensorType(c.dtype, tuple(c.shape)), c.numpy)
     return None
+
+
+def _relabelled_types(node: Node, opsets: dict[str, int]) -> list[TensorType] | None:
+    """The result type of an ``Unsqueeze``/``Squeeze``/``Identity`` of constants, read off the
+    inputs without ONNX's inference (these move the weights of many exported models into place);
+    None, so that ONNX decides, for anything unusual: other ops, old opsets, odd axes."""
+    op = node.op_type
+    if node.domain or op not in ("Unsqueeze", "Squeeze", "Identity") or opsets.get("", 0) < 13:
+        return None
+    data = _constant(node.inputs[0]) if node.inputs and node.inputs[0] is not None else None
+    if data is None or len(node.outputs) != 1 or node.attributes:
+        return None
+    shape = tuple(data.shape)
+    if op == "Identity":
+        return [TensorType(data.dtype, shape)] if len(node.inputs) == 1 else None
+    axes_value = node.inputs[1] if len(node.inputs) == 2 else None
+    if axes_value is None:
+        if op == "Unsqueeze" or len(node.inputs) != 1:
+            return None
+        return [TensorType(data.dtype, tuple(d for d in shape if d != 1))]
+    axes_data = _constant(axes_value)
+    if axes_data is None or axes_data.dtype != DataType.INT64 or len(axes_data.shape) != 1:
+        return None
+    rank = len(shape) + (axes_data.shape[0] if op == "Unsqueeze" else 0)
+    axes = [int(a) + rank if a < 0 else int(a) for a in axes_data.numpy()]
+    if len(set(axes)) != len(axes) or not all(0 <= a < rank for a in axes):
+        return None
+    if op == "Squeeze":
+        if any(shape[a] != 1 for a in axes):
+            return None
+        return [TensorType(data.dtype, tuple(d for i, d in enumerate(shape) if i not in axes))]
+    dims = iter(shape)
+    return [TensorType(data.dtype, tuple(1 if i in axes else next(dims) for i in range(rank)))]
 
 
 def _static(t) -> bool:

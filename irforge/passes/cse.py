@@ -101,8 +101,8 @@ def _share_equal_initializers(graph: Graph) -> int:
             continue
         kept: dict[bytes, list[tuple[Value, np.ndarray]]] = {}
         for v in values:
-            array = v.const_value.numpy().reshape(-1)
-            alike = kept.setdefault(array[:_PROBE].tobytes(), [])
+            array = v.const_value.numpy()
+            alike = kept.setdefault(array.flat[:_PROBE].tobytes(), [])  # flat: a broadcast view stays one
             twin = next((k for k, a in alike if np.array_equal(a, array)), None)
             if twin is None:
                 alike.append((v, array))

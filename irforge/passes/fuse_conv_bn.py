@@ -90,6 +90,12 @@ class _Weight:
         """``W * scale`` per output channel; a filled weight stays filled (``scale`` is uniform)."""
         if self.array is not None:
             factor = scale.reshape(-1, *([1] * (len(self.shape) - 1)))
+            if self.array.size and not any(self.array.strides[1:]):
+                # one number per output channel, broadcast (a folded fill, or one fused before):
+                # scale those numbers and broadcast again, rather than every element
+                column = self.array[(slice(None),) + (0,) * (len(self.shape) - 1)].reshape(factor.shape)
+                per_channel = (column.astype(np.float64) * factor).astype(self.dtype)
+                return b.constant(np.broadcast_to(per_channel, self.shape))
             return b.constant((self.array.astype(np.float64) * factor).astype(self.dtype))
         fill = (self.filled.fill.astype(np.float64) * scale[0]).astype(self.dtype)
         return b.op.ConstantOfShape(self.filled.shape_value, value=NumpyTensor(fill, self.filled.dtype))

@@ -8,12 +8,14 @@ the IR already had (a known dim is never replaced by a symbol, nor a symbol by a
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import onnx
+import onnx.defs
 import onnx.shape_inference
 
 from ..core_ir.dtypes import is_floating
@@ -21,7 +23,7 @@ from ..core_ir.graph import Graph
 from ..core_ir.model import Model
 from ..core_ir.pattern import constant_value
 from ..core_ir.serde import Serializer, type_from_proto, type_to_proto
-from ..core_ir.tensors import nbytes
+from ..core_ir.tensors import is_tensor_data, nbytes
 from ..core_ir.types import TensorType, Type
 from ..core_ir.wire import encode_varint, tag
 from .base import Pass, PassContext, PassError, PassResult
@@ -58,7 +60,7 @@ class ShapeInference(Pass):
         stats = {"values-typed": 0, "data-propagation-refused": 0}
         # propagation needs values to start from (shapes, integer constants); without any it only
         # costs time (a third of ONNX's inference on a float-only graph)
-        data_prop = self.data_prop and _has_data_sources(model)
+        data_prop = self.data_prop and _has_data_sources(model) and _propagation_can_start(model)
         if data_prop and _makes_sizes_from_values(graph):
             # ONNX's data propagation allocates per element of every 1-D value its propagating
             # ops read, known data or not: Cast(Range(0, 10**10, 1)) exhausts the memory.  Types
@@ -151,6 +153,52 @@ def _has_data_sources(model: Model) -> bool:
     return False
 
 
+@functools.cache
+def _propagating_ops() -> frozenset[str]:
+    """The standard ops with a data propagation function, from the installed onnx's schemas."""
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
+                     if not s.domain and s.has_data_propagation_function)  # fmt: skip
+
+
+_PROPAGATES_FIRST_INPUT = frozenset({"Cast", "Squeeze", "Unsqueeze", "Slice", "Gather"})
+"""Propagating ops whose known result comes from their first input's values (the rest are axes,
+indices, bounds: read as constants without propagation)."""
+
+
+def _propagation_can_start(model: Model) -> bool:
+    """Whether data propagation can know any value ONNX's plain inference does not: it carries
+    integer values (shapes, sizes) only, from ``Shape``/``Size`` or integer constants through the
+    propagating ops.  A graph whose propagating ops all read floats (the per-channel ``Unsqueeze``
+    of a CNN's weights) gains nothing from it, and it costs two thirds of the inference there;
+    constants are read without it."""
+    ops = _propagating_ops()
+    graphs = [*model.graph.all_graphs(), *(g for fn in model.functions.values() for g in fn.graph.all_graphs())]
+    for g in graphs:
+        for n in g:
+            if n.domain or n.op_type not in ops:
+                continue
+            if n.op_type in ("Shape", "Size"):
+                return True
+            read = n.inputs[:1] if n.op_type in _PROPAGATES_FIRST_INPUT else n.inputs
+            if any(v is not None and not _floating(v) for v in read):
+                return True
+    return False
+
+
+def _floating(v) -> bool:
+    """``v`` holds floats: its type says so, or (before inference) its producer's attribute does."""
+    t = v.type
+    if isinstance(t, TensorType):
+        return is_floating(t.dtype)
+    p = v.producer()
+    if p is None or p.domain or p.op_type not in ("ConstantOfShape", "Constant"):
+        return False
+    value = p.attributes.get("value")
+    if value is None:
+        return p.op_type == "ConstantOfShape"  # its default fill is a float 0
+    return value.ref is None and is_tensor_data(value.value) and is_floating(value.value.dtype)
+
+
 def _makes_sizes_from_values(graph: Graph) -> bool:
     """Whether some value may turn out too long for data propagation only once types are known."""
     risky = (n for n in graph.all_nodes() if not n.domain and n.op_type in _SIZE_FROM_VALUES)
@@ -215,8 +263,17 @@ def _windowable(model: Model, nodes: list) -> bool:
 
 
 def _floating(v) -> bool:
+    """``v`` holds floats: its type says so, or (before inference) its producer's attribute does."""
     t = v.type
-    return isinstance(t, TensorType) and is_floating(t.dtype)
+    if isinstance(t, TensorType):
+        return is_floating(t.dtype)
+    p = v.producer()
+    if p is None or p.domain or p.op_type not in ("ConstantOfShape", "Constant"):
+        return False
+    value = p.attributes.get("value")
+    if value is None:
+        return p.op_type == "ConstantOfShape"  # its default fill is a float 0
+    return value.ref is None and is_tensor_data(value.value) and is_floating(value.value.dtype)
 
 
 class _Windows:

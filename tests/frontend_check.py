@@ -41,5 +41,8 @@ def assert_matches(model, arrays: Sequence[np.ndarray], expected: Sequence[np.nd
                 if e.dtype.kind in "fc":
                     np.testing.assert_allclose(g.astype(e.dtype), e, rtol=rtol, atol=atol, equal_nan=True,
                                                err_msg=where)  # fmt: skip
+                elif "float" in e.dtype.name:  # ml_dtypes' bfloat16 and float8s: numpy compares them as opaque
+                    np.testing.assert_allclose(g.astype(np.float32), e.astype(np.float32), rtol=rtol, atol=atol,
+                                               equal_nan=True, err_msg=where)  # fmt: skip
                 else:
                     np.testing.assert_array_equal(g, e, err_msg=where)

@@ -253,3 +253,19 @@ def test_stack_and_narrow_integer_sort():
     a, b = _randn(4), _randn(4)
     c = np.array([7, 3, 250, 3, 0], np.uint8)
     assert_matches(from_jax(f, a, b, c), [a, b, c], _flat(jax.jit(f)(a, b, c)), backends=("reference", "onnxruntime"))
+
+
+def test_top_k_ranks_floats_in_xla_total_order_and_narrow_integers():
+    def f(x, h, u):
+        return lax.top_k(x, 8), lax.top_k(h, 3), lax.top_k(u, 2)
+
+    nan = np.float32(np.nan)
+    x = np.array([np.inf, nan, -nan, -np.inf, 3.0, -0.0, 0.0, -3.0], np.float32)  # -NaN ranks last
+    h = np.array([-np.nan, 1.0, -2.0, np.nan], np.float16)
+    u = np.array([7, 65535, 3, 65535], np.uint16)
+    assert np.signbit(x[2]) and not np.signbit(x[1])
+    expected = _flat(jax.jit(f)(x, h, u))
+    assert_matches(from_jax(f, x, h, u), [x, h, u], expected, backends=("reference", "onnxruntime", "xla"))
+    b = np.array([-np.nan, 1.0, -2.0, np.nan, 0.5], jnp.bfloat16)  # onnxruntime takes no bfloat16 inputs
+    g = lambda b: lax.top_k(b, 4)  # noqa: E731
+    assert_matches(from_jax(g, b), [b], _flat(jax.jit(g)(b)), backends=("reference", "xla"))

@@ -511,21 +511,38 @@ def _top_k(cx, x, k, **params):
     x = cx.value(x)
     axis = int(params.get("axis", -1)) if params.get("axis") is not None else -1
     kk = cx.const(_i64([k]))
-    if not is_floating(cx.dtype(x)):
+    if cx.dtype(x) in _WIDENS_TO_INT64:  # ranked as int64 (onnxruntime's TopK has no narrow ints)
+        wide = cx.emit("Cast", x, to=int(DataType.INT64))
+        idx = cx.node("TopK", [wide, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2).outputs[1]
+        values = cx.emit("GatherElements", x, idx, axis=axis)
+    elif not is_floating(cx.dtype(x)):
         n = cx.node("TopK", [x, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2)
         values, idx = n.outputs
-    else:  # lax ranks NaN above +inf; ONNX leaves NaN's place open: rank it as +inf, then move NaNs first
-        nan = cx.emit("IsNaN", x)
-        key = cx.emit("Where", nan, cx.value(np.inf, cx.dtype(x)), x)
+    else:  # ranked by their bits, as lax ranks floats (ONNX leaves NaN's place open)
+        key = _total_order_key(cx, x)
         _, idx = cx.node("TopK", [key, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2).outputs
-        first = cx.emit("Cast", cx.emit("GatherElements", nan, idx, axis=axis), to=int(DataType.FLOAT))
-        _, order = cx.node("TopK", [first, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2).outputs
-        idx = cx.emit("GatherElements", idx, order, axis=axis)
         values = cx.emit("GatherElements", x, idx, axis=axis)
     from .jax import aval_type
 
     values.type = aval_type(cx.out_avals[0])
     return [values, _cast_out(cx, idx, 1)]
+
+
+_SAME_WIDTH_INT = {2: DataType.INT16, 4: DataType.INT32, 8: DataType.INT64}
+
+
+def _total_order_key(cx, x: Value) -> Value:
+    """Integers that order as XLA orders floats in ``top_k``: -NaN < -inf < ... < -0 < +0 < ... <
+    +inf < +NaN, so a NaN's sign decides its place.  The bits read as a signed integer already
+    order the non-negative floats; flipping all but the sign bit reverses the negative ones."""
+    signed = _SAME_WIDTH_INT[np.dtype(to_numpy(cx.dtype(x))).itemsize]
+    cx.importer.require_opset(BITCAST_OPSET)
+    bits = cx.node("BitCast", [x], {"to": int(signed)}, types=[TensorType(signed, tuple(cx.shape(x)))]).outputs[0]
+    mask = np.iinfo(to_numpy(signed)).max
+    if signed == DataType.INT16:  # onnxruntime's Where and TopK take 32- and 64-bit integers only
+        signed, bits = DataType.INT32, cx.emit("Cast", bits, to=int(DataType.INT32))  # sign-extended: same order
+    flipped = cx.emit("BitwiseXor", bits, cx.value(mask, signed))
+    return cx.emit("Where", cx.emit("Less", bits, cx.value(0, signed)), flipped, bits)
 
 
 def _cast_out(cx, v, i):

@@ -113,8 +113,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--suites", nargs="+", default=["torch", "jax"])
     ap.add_argument("--backends", nargs="+", default=["reference", "onnxruntime", "xla"])
-    ap.add_argument("--samples-per-op", type=int, default=2)
-    ap.add_argument("--harnesses-per-group", type=int, default=4)
+    ap.add_argument("--samples-per-op", type=int, default=1)
+    ap.add_argument("--harnesses-per-group", type=int, default=3)
     ap.add_argument("--no-peer", dest="peer", action="store_false")
     ap.add_argument("--render-only", action="store_true", help="rewrite the page from the saved results")
     ap.add_argument("--ops", nargs="+", help="run only these ops (OpInfo names, harness groups) and replace "

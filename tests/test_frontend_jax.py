@@ -269,3 +269,17 @@ def test_top_k_ranks_floats_in_xla_total_order_and_narrow_integers():
     b = np.array([-np.nan, 1.0, -2.0, np.nan, 0.5], jnp.bfloat16)  # onnxruntime takes no bfloat16 inputs
     g = lambda b: lax.top_k(b, 4)  # noqa: E731
     assert_matches(from_jax(g, b), [b], _flat(jax.jit(g)(b)), backends=("reference", "xla"))
+
+
+def test_bessel_and_nextafter_match_jit():
+    def f(x, y):
+        return lax.bessel_i0e(x), lax.bessel_i1e(x), lax.nextafter(x, y)
+
+    edges = [0.0, -0.0, 8.0, -8.0, 7.99, 1e-8, 700.0, np.inf, -np.inf, np.nan, 1.4e-45, -3.4e38]
+    x = np.concatenate([np.linspace(-30, 30, 61), edges]).astype(np.float32)
+    y = np.concatenate([RNG.uniform(-40, 40, 61), [1.0, -1.0, 0.0, 9.0, 7.99, 0.0, -1.0, 0.0, 0.0, 1.0, 0.0, -np.inf]])
+    y = y.astype(np.float32)
+    model = from_jax(f, x, y)
+    assert model.opset_imports[""] >= 26  # nextafter steps on the bits
+    assert_matches(model, [x, y], _flat(jax.jit(f)(x, y)), backends=("reference", "onnxruntime", "xla"), rtol=1e-5,
+                   atol=1e-6)  # fmt: skip

@@ -240,3 +240,77 @@ def test_lgamma_digamma_and_erfinv_match_eager_at_poles_and_edges():
     half = _HalfLgamma()  # computed in float32, rounded to float16's 11 bits
     assert_matches(from_torch(half, (x,)), [x.numpy()], _eager(half, (x,)), backends=("reference", "xla"),
                    rtol=1e-3, atol=1e-3)  # fmt: skip
+
+
+class _Bessel(torch.nn.Module):
+    def forward(self, x, d):
+        s = torch.special
+        return (s.i0(x), s.i0e(x), s.i1(x), s.i1e(x), s.modified_bessel_i0(x), s.modified_bessel_i1(x), s.i0e(d),
+                torch.nextafter(x, x.flip(0)), torch.nextafter(d, torch.zeros_like(d)))  # fmt: skip
+
+
+def test_bessel_functions_and_nextafter_match_eager_on_both_sides_of_8_and_at_the_edges():
+    edges = [0.0, -0.0, 7.99, 8.0, 8.01, -8.0, 1e-8, 80.0, -80.0, 700.0, np.inf, -np.inf, np.nan]
+    x = torch.from_numpy(np.concatenate([np.linspace(-30, 30, 121), edges]).astype(np.float32))
+    d = torch.from_numpy(np.concatenate([np.linspace(-50, 50, 101), edges]))  # float64: Cephes' full series
+    module = _Bessel()
+    assert_matches(from_torch(module, (x, d)), [x.numpy(), d.numpy()], _eager(module, (x, d)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _Search(torch.nn.Module):
+    def forward(self, x, b, rows, values, sorter):
+        return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),
+                torch.searchsorted(b, x), torch.searchsorted(rows, values, side="right"),
+                torch.searchsorted(b[sorter], x, sorter=torch.argsort(sorter)))  # fmt: skip
+
+
+def test_bucketize_and_searchsorted_count_as_torch_s_binary_search():
+    b = torch.tensor([-1.0, 0.0, 0.0, 2.5, 7.0])
+    x = torch.tensor([[-3.0, -1.0, 0.0, 1.0], [2.5, 7.0, 9.0, float("nan")]])  # ties, both ends, NaN
+    rows = torch.sort(torch.randn(3, 6), dim=1).values
+    values = torch.cat([rows[:, :2], torch.randn(3, 3)], dim=1)
+    sorter = torch.tensor([4, 2, 0, 1, 3])
+    module = _Search()
+    args = (x, b, rows, values, sorter)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _KthAndDiagonal(torch.nn.Module):
+    def forward(self, x, src, wide, band):
+        v, i = torch.kthvalue(x, 3, dim=1)
+        kv, ki = torch.kthvalue(x, 1, dim=-1, keepdim=True)
+        return v, i, kv, ki, torch.diagonal_scatter(x, src), torch.diagonal_scatter(wide, band, 1, 2, 1)
+
+
+def test_kthvalue_and_diagonal_scatter_match_eager():
+    x = torch.randn(4, 5, 5)
+    src = torch.randn(5, 4)  # the diagonal of dims 0 and 1 of x (4 long) for each of dim 2's 5
+    wide = torch.randn(4, 4, 3)
+    band = torch.randn(4, 3)  # offset 1 between dims 2 and 1 (3 long) for each of dim 0's 4
+    module = _KthAndDiagonal()
+    args = (x, src, wide, band)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _Draws(torch.nn.Module):
+    def forward(self, x):
+        return (torch.empty_like(x).uniform_(-2, 3), torch.normal(x, 0.5), torch.empty_like(x).exponential_(2.0),
+                torch.empty_like(x).cauchy_(), torch.empty_like(x).geometric_(0.3), torch.empty_like(x).log_normal_(),
+                torch.randint(3, 9, (50,)), torch.randint_like(x, 4))  # fmt: skip
+
+
+def test_random_draws_have_their_distributions_support_and_are_never_folded():
+    x = torch.zeros(400, 10)
+    model = irforge.optimize(from_torch(_Draws(), (x,)), "-O2")
+    assert sum(n.op_type.startswith("Random") for n in model.graph) == 8
+    uniform, normal, expo, cauchy, geo, lognormal, ints, ints_like = irforge.compile(model, "onnxruntime")(x.numpy())
+    assert uniform.min() >= -2 and uniform.max() < 3 and abs(uniform.mean() - 0.5) < 0.15
+    assert abs(normal.std() - 0.5) < 0.05 and abs(expo.mean() - 0.5) < 0.05 and expo.min() >= 0
+    assert np.isfinite(cauchy).all() and abs(np.median(cauchy)) < 0.15
+    assert geo.min() >= 1 and geo.dtype == np.float32 and abs(geo.mean() - 1 / 0.3) < 0.3
+    assert lognormal.min() > 0 and abs(np.median(np.log(lognormal)) - 1.0) < 0.2
+    assert ints.dtype == np.int64 and set(np.unique(ints)) <= set(range(3, 9)) and len(np.unique(ints)) == 6
+    assert set(np.unique(ints_like)) == {0.0, 1.0, 2.0, 3.0}

@@ -339,6 +339,12 @@ class _Importer:
                 raise UnsupportedOpsError("jax", [UnmappedOp(name, 1, loc, str(e))]) from None
             del cx.b.created[first:]
             result = self._keep(cx, eqn, name, args)
+        except FrontendError:
+            raise
+        except Exception as e:  # the mapping's own failure: name the equation
+            raise FrontendError(f"converting {name}{' at ' + loc if loc else ''} failed: {type(e).__name__}: {e}; "
+                                "import with keep_unmapped=True to keep the primitive as it is, and please "
+                                "report it") from e  # fmt: skip
         created = cx.b.created[first:]
         if created and not created[-1].name:
             created[-1].name = self.names.fresh(prefix + name)

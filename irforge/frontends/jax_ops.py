@@ -115,10 +115,20 @@ def _shift(cx, a, b, **_):
     return cx.typed("Cast", y, to=int(dtype)) if dtype in _UNSIGNED else cx.typed("Identity", y)
 
 
-@prim("lgamma", "digamma", "erf_inv")
+_SPECIAL = {"lgamma": special.lgamma, "digamma": special.digamma, "erf_inv": special.erfinv,
+            "bessel_i0e": special.bessel_i0e, "bessel_i1e": special.bessel_i1e}  # fmt: skip
+
+
+@prim(*_SPECIAL)
 def _special(cx, x, **_):
-    fn = {"lgamma": special.lgamma, "digamma": special.digamma, "erf_inv": special.erfinv}[cx.eqn.primitive.name]
+    fn = _SPECIAL[cx.eqn.primitive.name]
     return cx.typed("Identity", fn(cx, cx.value(x)))
+
+
+@prim("nextafter")
+def _nextafter(cx, x, y, **_):
+    cx.importer.require_opset(special.BITCAST_OPSET)
+    return cx.typed("Identity", special.nextafter(cx, cx.value(x), cx.value(y)))
 
 
 def _random(cx, *args, **params):

@@ -143,3 +143,114 @@ def erfinv(e: Emitter, x: Value) -> Value:
         return m.where(edge, m.Mul(x, math.inf), out)
 
     return _widened(e, x, compute)
+
+
+# Cephes' Chebyshev coefficients for the exponentially scaled modified Bessel functions of the first
+# kind (as ATen's Math.h and jax's bessel_i0e carry them), highest order first: I0e and I1e/x on
+# [0, 8] in (x/2 - 2), and sqrt(x) I0e, sqrt(x) I1e on (8, inf) in (32/x - 2).
+I0E_BELOW_8 = (
+    -4.41534164647933937950e-18, 3.33079451882223809783e-17, -2.43127984654795469359e-16, 1.71539128555513303061e-15,
+    -1.16853328779934516808e-14, 7.67618549860493561688e-14, -4.85644678311192946090e-13, 2.95505266312963983461e-12,
+    -1.72682629144155570723e-11, 9.67580903537323691224e-11, -5.18979560163526290666e-10, 2.65982372468238665035e-9,
+    -1.30002500998624804212e-8, 6.04699502254191894932e-8, -2.67079385394061173391e-7, 1.11738753912010371815e-6,
+    -4.41673835845875056359e-6, 1.64484480707288970893e-5, -5.75419501008210370398e-5, 1.88502885095841655729e-4,
+    -5.76375574538582365885e-4, 1.63947561694133579842e-3, -4.32430999505057594430e-3, 1.05464603945949983183e-2,
+    -2.37374148058994688156e-2, 4.93052842396707084878e-2, -9.49010970480476444210e-2, 1.71620901522208775349e-1,
+    -3.04682672343198398683e-1, 6.76795274409476084995e-1,
+)  # fmt: skip
+I0E_ABOVE_8 = (
+    -7.23318048787475395456e-18, -4.83050448594418207126e-18, 4.46562142029675999901e-17, 3.46122286769746109310e-17,
+    -2.82762398051658348494e-16, -3.42548561967721913462e-16, 1.77256013305652638360e-15, 3.81168066935262242075e-15,
+    -9.55484669882830764870e-15, -4.15056934728722208663e-14, 1.54008621752140982691e-14, 3.85277838274214270114e-13,
+    7.18012445138366623367e-13, -1.79417853150680611778e-12, -1.32158118404477131188e-11, -3.14991652796324136454e-11,
+    1.18891471078464383424e-11, 4.94060238822496958910e-10, 3.39623202570838634515e-9, 2.26666899049817806459e-8,
+    2.04891858946906374183e-7, 2.89137052083475648297e-6, 6.88975834691682398426e-5, 3.36911647825569408990e-3,
+    8.04490411014108831608e-1,
+)  # fmt: skip
+I1E_BELOW_8 = (
+    2.77791411276104639959e-18, -2.11142121435816608115e-17, 1.55363195773620046921e-16, -1.10559694773538630805e-15,
+    7.60068429473540693410e-15, -5.04218550472791168711e-14, 3.22379336594557470981e-13, -1.98397439776494371520e-12,
+    1.17361862988909016308e-11, -6.66348972350202774223e-11, 3.62559028155211703701e-10, -1.88724975172282928790e-9,
+    9.38153738649577178388e-9, -4.44505912879632808065e-8, 2.00329475355213526229e-7, -8.56872026469545474066e-7,
+    3.47025130813767847674e-6, -1.32731636560394358279e-5, 4.78156510755005422638e-5, -1.61760815825896745588e-4,
+    5.12285956168575772895e-4, -1.51357245063125314899e-3, 4.15642294431288815669e-3, -1.05640848946261981558e-2,
+    2.47264490306265168283e-2, -5.29459812080949914269e-2, 1.02643658689847095384e-1, -1.76416518357834055153e-1,
+    2.52587186443633654823e-1,
+)  # fmt: skip
+I1E_ABOVE_8 = (
+    7.51729631084210481353e-18, 4.41434832307170791151e-18, -4.65030536848935832153e-17, -3.20952592199342395980e-17,
+    2.96262899764595013876e-16, 3.30820231092092828324e-16, -1.88035477551078244854e-15, -3.81440307243700780478e-15,
+    1.04202769841288027642e-14, 4.27244001671195135429e-14, -2.10154184277266431302e-14, -4.08355111109219731823e-13,
+    -7.19855177624590851209e-13, 2.03562854414708950722e-12, 1.41258074366137813316e-11, 3.25260358301548823856e-11,
+    -1.89749581235054123450e-11, -5.58974346219658380687e-10, -3.83538038596423702205e-9, -2.63146884688951950684e-8,
+    -2.51223623787020892529e-7, -3.88256480887769039346e-6, -1.10588938762623716291e-4, -9.76109749136146840777e-3,
+    7.78576235018280120474e-1,
+)  # fmt: skip
+
+
+def _chebyshev(m: _Math, y: Value, coefficients: tuple[float, ...]) -> Value:
+    """Clenshaw's recurrence for a Chebyshev series at ``y`` (Cephes' ``chbevl``)."""
+    b0, b1 = m.Add(m.Mul(y, coefficients[0]), coefficients[1]), m.c(coefficients[0])
+    b2 = None
+    for c in coefficients[2:]:
+        b2, b1 = b1, b0
+        b0 = m.Add(m.Sub(m.Mul(y, b1), b2), c)
+    return m.Mul(m.Sub(b0, b2), 0.5)
+
+
+def _bessel_e(m: _Math, x: Value, below: tuple, above: tuple, order: int) -> Value:
+    ax = m.Abs(x)
+    near = _chebyshev(m, m.Sub(m.Mul(ax, 0.5), 2.0), below)
+    if order == 1:
+        near = m.Mul(near, ax)
+    far = m.Div(_chebyshev(m, m.Sub(m.Div(32.0, ax), 2.0), above), m.Sqrt(ax))
+    out = m.where(m.LessOrEqual(ax, 8.0), near, far)
+    return out if order == 0 else m.where(m.Less(x, 0.0), m.Neg(out), out)
+
+
+def bessel_i0e(e: Emitter, x: Value) -> Value:
+    """exp(-|x|) I0(x), Cephes' two Chebyshev expansions (XLA's and ATen's too)."""
+    return _widened(e, x, lambda m, x: _bessel_e(m, x, I0E_BELOW_8, I0E_ABOVE_8, 0))
+
+
+def bessel_i1e(e: Emitter, x: Value) -> Value:
+    """exp(-|x|) I1(x), odd in x."""
+    return _widened(e, x, lambda m, x: _bessel_e(m, x, I1E_BELOW_8, I1E_ABOVE_8, 1))
+
+
+def bessel_i0(e: Emitter, x: Value) -> Value:
+    """I0(x): the scaled function times exp(|x|), as ATen computes it."""
+    return _widened(e, x, lambda m, x: m.Mul(m.Exp(m.Abs(x)), _bessel_e(m, x, I0E_BELOW_8, I0E_ABOVE_8, 0)))
+
+
+def bessel_i1(e: Emitter, x: Value) -> Value:
+    return _widened(e, x, lambda m, x: m.Mul(m.Exp(m.Abs(x)), _bessel_e(m, x, I1E_BELOW_8, I1E_ABOVE_8, 1)))
+
+
+BITCAST_OPSET = 26
+"""The first ONNX opset with ``BitCast``: an importer that emits :func:`nextafter` imports at it."""
+_SAME_WIDTH_INT = {DataType.FLOAT16: DataType.INT16, DataType.BFLOAT16: DataType.INT16,
+                   DataType.FLOAT: DataType.INT32, DataType.DOUBLE: DataType.INT64}  # fmt: skip
+
+
+def nextafter(e: Emitter, x: Value, y: Value) -> Value:
+    """The float next to ``x`` towards ``y``, stepped on the bits: one unit in the last place,
+    subnormals included (from ±0 to the smallest subnormal of ``y``'s sign); ``y`` where they are
+    equal, NaN where either is."""
+    dtype = x.type.dtype
+    if dtype not in (DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"nextafter of {dtype.name}")
+    itype = _SAME_WIDTH_INT[dtype]
+    inp = to_numpy(itype)
+    bits = e.emit("BitCast", x, to=int(itype))
+    m = _Math(e, dtype)
+    # the bits read as a signed integer grow with the magnitude on both sides of zero
+    away = m.Equal(m.Greater(y, x), m.Greater(x, 0.0))
+    step = e.emit("Where", away, e.const(np.asarray(1, inp)), e.const(np.asarray(-1, inp)))
+    moved = e.emit("Add", bits, step)
+    smallest = e.emit("Where", m.Greater(y, 0.0), e.const(np.asarray(1, inp)),
+                      e.const(np.asarray(np.iinfo(inp).min + 1, inp)))  # fmt: skip
+    moved = e.emit("Where", m.Equal(x, 0.0), smallest, moved)
+    out = e.emit("BitCast", moved, to=int(dtype))
+    out = m.where(m.Equal(x, y), y, out)
+    return m.where(m.Or(m.IsNaN(x), m.IsNaN(y)), m.Add(x, y), out)

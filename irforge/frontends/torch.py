@@ -343,7 +343,13 @@ class _Importer:
     def __init__(self, ep, table, dim_names: dict[str, str], keep_unmapped: bool):
         self.ep, self.table, self.dim_names, self.keep_unmapped = ep, table, dim_names, keep_unmapped
         self.graph = Graph(name=type(ep).__name__, opset_imports={"": OPSET})
+        self.opset = OPSET
         self.names = NameGenerator(self.graph)
+
+    def require_opset(self, version: int) -> None:
+        """Import at ONNX opset ``version`` at least (an op that first appears there was used)."""
+        self.opset = max(self.opset, version)
+        self.graph.opset_imports[""] = self.opset
 
     def run(self) -> Model:
         ep, g = self.ep, self.graph
@@ -390,7 +396,7 @@ class _Importer:
             v = outputs[index[s.arg.name]] if s.arg.name in index else None
             finals.append(self._graph_output(e, v, s.arg.name, finals))
         g.set_outputs(finals)
-        return Model(g, opset_imports={"": OPSET, **({KEEP_DOMAIN: 1} if self.keep_unmapped else {})},
+        return Model(g, opset_imports={"": self.opset, **({KEEP_DOMAIN: 1} if self.keep_unmapped else {})},
                      producer_name="irforge.from_torch")  # fmt: skip
 
     def _graph_output(self, e: Emitter, v, name: str, taken: list[Value]) -> Value:
@@ -459,6 +465,12 @@ class _Importer:
                 raise UnsupportedOpsError("torch", [UnmappedOp(name, 1, loc, f"node {node.name!r}: {e}")]) from None
             del cx.b.created[first_new:]
             result = self._keep(cx, node, name, args, kwargs)
+        except FrontendError:
+            raise
+        except Exception as e:  # the mapping's own failure: name the node, not torch.export
+            raise FrontendError(f"converting node {node.name!r} ({name}{', ' + loc if loc else ''}) failed: "
+                                f"{type(e).__name__}: {e}; import with keep_unmapped=True to keep the op "
+                                "as it is, and please report it") from e  # fmt: skip
         created = cx.b.created[first_new:]
         self._name_results(cx, node, result, created, prefix)
         return result

@@ -91,6 +91,17 @@ def _torch_digamma(cx, x: Value) -> Value:
 aten("lgamma.default")(_special(special.lgamma))
 aten("digamma.default")(_special(_torch_digamma))
 aten("erfinv.default")(_special(special.erfinv))
+aten("i0.default", "special_modified_bessel_i0.default")(_special(special.bessel_i0))
+aten("special_i0e.default")(_special(special.bessel_i0e))
+aten("special_i1.default", "special_modified_bessel_i1.default")(_special(special.bessel_i1))
+aten("special_i1e.default")(_special(special.bessel_i1e))
+
+
+@aten("nextafter.default")
+def _nextafter(cx, x, other):
+    dt = _promoted(cx, x, other)
+    cx.importer.require_opset(special.BITCAST_OPSET)
+    return cx.emit_typed("Identity", special.nextafter(cx, cx.tensor(x, dt), cx.tensor(other, dt)))
 
 
 @aten("polygamma.default")
@@ -587,6 +598,59 @@ def _topk(cx, x, k, dim=-1, largest=True, sorted=True):
     n = cx.node_typed("TopK", [x, cx.int64s([k])], {"axis": axis, "largest": int(bool(largest)), "sorted": 1},
                       outputs=2)  # fmt: skip
     return tuple(n.outputs)
+
+
+@aten("kthvalue.default")
+def _kthvalue(cx, x, k, dim=-1, keepdim=False):
+    """The k-th smallest along ``dim``: the last of the k smallest."""
+    if cx.rank(x) == 0:
+        return cx.emit("Identity", x), cx.const(np.asarray(0))
+    axis = _axis(dim, cx.rank(x))
+    smallest = cx.node("TopK", [x, cx.int64s([k])], {"axis": axis, "largest": 0, "sorted": 1}, outputs=2)
+    last = cx.int64s([k - 1]) if isinstance(k, int) else cx.emit("Sub", cx.int64s([k]), cx.int64s([1]))
+    outs = []
+    for v in smallest.outputs:
+        picked = cx.emit("Gather", v, last, axis=axis)
+        outs.append(picked if keepdim else cx.emit("Squeeze", picked, cx.const(np.asarray([axis], np.int64))))
+    types = [cx.meta_type(v) for v in cx.val]
+    for o, t in zip(outs, types, strict=True):
+        o.type = t
+    return tuple(outs)
+
+
+def _count_below(cx, boundaries: Value, x: Value, right: bool, out_int32: bool) -> Value:
+    """For each element of ``x``: how many of ``boundaries`` (sorted along their last axis) lie
+    below it (``right``: at or below it), by comparing it with every boundary.  The comparison is
+    torch's binary search's, ``not (b >= x)``, so a NaN ``x`` counts every boundary as below."""
+    dt = _promoted(cx, boundaries, x)
+    b = cx.cast(boundaries, dt)  # [n] broadcasts as it is; [..., n] becomes [..., 1, n]
+    if cx.rank(boundaries) > 1:
+        b = cx.emit("Unsqueeze", b, cx.const(np.asarray([-2], np.int64)))
+    v = cx.emit("Unsqueeze", cx.cast(x, dt), cx.const(np.asarray([-1], np.int64)))  # [..., k, 1]
+    below = cx.emit("Not", cx.emit("Greater" if right else "GreaterOrEqual", b, v))
+    count = cx.emit("ReduceSum", cx.emit("Cast", below, to=int(DataType.INT64)), cx.const(np.asarray([-1], np.int64)),
+                    keepdims=0)  # fmt: skip
+    return cx.emit_typed("Cast", count, to=int(DataType.INT32 if out_int32 else DataType.INT64))
+
+
+@aten("bucketize.Tensor")
+def _bucketize(cx, x, boundaries, *, out_int32=False, right=False):
+    if cx.rank(boundaries) != 1:
+        raise NotMapped("bucketize with boundaries of rank other than 1")
+    return _count_below(cx, boundaries, x, right, out_int32)
+
+
+@aten("searchsorted.Tensor")
+def _searchsorted(cx, sorted_sequence, x, *, out_int32=False, right=False, side=None, sorter=None):
+    right = side == "right" if side is not None else right
+    rank = cx.rank(sorted_sequence)
+    if rank != 1 and rank != cx.rank(x):
+        raise NotMapped("searchsorted with a sequence of another rank than the values")
+    if sorter is not None:
+        t = sorted_sequence.type
+        sorted_sequence = cx.emit("GatherElements", sorted_sequence, sorter, axis=rank - 1)
+        sorted_sequence.type = t
+    return _count_below(cx, sorted_sequence, x, right, out_int32)
 
 
 # -- shapes and data movement ------------------------------------------------------------------
@@ -1688,6 +1752,24 @@ def _diagonal(cx, x, offset=0, dim1=0, dim2=1):
     return cx.emit_typed("Transpose", y, perm=[*range(1, len(rest) + 1), 0])
 
 
+@aten("diagonal_scatter.default")
+def _diagonal_scatter(cx, x, src, offset=0, dim1=0, dim2=1):
+    shape = cx.shape(x)
+    rank = len(shape)
+    d1, d2 = _axis(dim1, rank), _axis(dim2, rank)
+    n1, n2 = shape[d1], shape[d2]
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        raise NotMapped("diagonal_scatter of symbolic size")
+    rows = np.arange(max(0, -offset), max(max(0, -offset), min(n1, n2 - offset)))
+    idx = np.stack([rows, rows + offset], axis=-1).astype(np.int64)
+    rest = [d for d in range(rank) if d not in (d1, d2)]
+    perm = [d1, d2, *rest]
+    t = cx.emit("Transpose", x, perm=perm)
+    updates = cx.emit("Transpose", cx.tensor(src, cx.dtype(x)), perm=[len(rest), *range(len(rest))])  # [n, rest...]
+    y = cx.emit("ScatterND", t, cx.const(idx), updates)
+    return cx.emit_typed("Transpose", y, perm=[int(i) for i in np.argsort(perm)])
+
+
 @aten("narrow_copy.default")
 def _narrow_copy(cx, x, dim, start, length):
     axis = _axis(dim, cx.rank(x))
@@ -1713,16 +1795,113 @@ def _native_dropout(cx, x, p, train):
     return tuple(n.outputs)
 
 
+_RANDOM_DTYPES = frozenset({DataType.FLOAT16, DataType.FLOAT, DataType.DOUBLE})
+"""What ONNX's RandomUniform/RandomNormal draw; other dtypes draw float32 and cast."""
+
+
+def _draw(cx, op: str, shape, dtype: DataType = DataType.FLOAT, **attrs) -> Value:
+    """``op`` (``RandomUniform`` or ``RandomNormal``) of a static ``shape`` in ``dtype``: ONNX's
+    random ops take a shape attribute, and at least one element."""
+    shape = list(shape)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotMapped("random tensors of symbolic shape")
+    draw_dtype = dtype if dtype in _RANDOM_DTYPES else DataType.FLOAT
+    attrs = {k: float(v) for k, v in attrs.items()}
+    draw = cx.emit(op, dtype=int(draw_dtype), shape=shape or [1], **attrs)
+    return cx.cast(cx.emit("Reshape", draw, cx.const(np.asarray(shape, np.int64))), dtype)
+
+
 @aten("bernoulli.p", "bernoulli.default")
 def _bernoulli(cx, x, p=None, **kw):
     x = cx.tensor(x)
-    shape = cx.shape(x)
-    if not all(isinstance(d, int) for d in shape):
-        raise NotMapped("bernoulli over a symbolic shape")
-    draw = cx.emit("RandomUniform", dtype=int(DataType.FLOAT), shape=list(shape) or [1])
-    draw = cx.emit("Reshape", draw, cx.const(np.asarray(list(shape), np.int64)))
+    draw = _draw(cx, "RandomUniform", cx.shape(x))
     prob = cx.tensor(float(p), DataType.FLOAT) if p is not None else cx.cast(x, DataType.FLOAT)
     return cx.emit_typed("Cast", cx.emit("Less", draw, prob), to=int(cx.out_dtype))
+
+
+@aten("uniform.default")
+def _uniform(cx, x, low=0.0, high=1.0, *, generator=None):
+    return cx.emit_typed("Identity", _draw(cx, "RandomUniform", cx.out_shape, cx.out_dtype, low=low, high=high))
+
+
+@aten("normal_functional.default")
+def _normal_functional(cx, x, mean=0.0, std=1.0, *, generator=None):
+    return cx.emit_typed("Identity", _draw(cx, "RandomNormal", cx.out_shape, cx.out_dtype, mean=mean, scale=std))
+
+
+@aten("normal.Tensor_Tensor", "normal.Tensor_float", "normal.float_Tensor")
+def _normal(cx, mean, std=1.0, *, generator=None):
+    noise = _draw(cx, "RandomNormal", cx.out_shape, cx.out_dtype)
+    return cx.emit_typed("Add", cx.tensor(mean), cx.emit("Mul", cx.tensor(std), noise))
+
+
+@aten("normal.float_float")
+def _normal_sized(cx, mean, std, size, *, generator=None, **kw):
+    return cx.emit_typed("Identity", _draw(cx, "RandomNormal", size, cx.out_dtype, mean=mean, scale=std))
+
+
+def _unit_open_above(cx, dtype: DataType) -> Value:
+    """1 - U for U uniform in [0, 1): uniform in (0, 1], so its logarithm is finite."""
+    return cx.emit("Sub", cx.tensor(1.0, dtype), _draw(cx, "RandomUniform", cx.out_shape, dtype))
+
+
+@aten("exponential.default")
+def _exponential(cx, x, lambd=1.0, *, generator=None):
+    dt = cx.out_dtype
+    log = cx.emit("Log", _unit_open_above(cx, dt))
+    return cx.emit_typed("Div", cx.emit("Neg", log), cx.tensor(float(lambd), dt))
+
+
+@aten("cauchy.default")
+def _cauchy(cx, x, median=0.0, sigma=1.0, *, generator=None):
+    dt = cx.out_dtype
+    centred = cx.emit("Sub", _draw(cx, "RandomUniform", cx.out_shape, dt), cx.tensor(0.5, dt))
+    tan = cx.emit("Tan", cx.emit("Mul", centred, cx.tensor(math.pi, dt)))
+    return cx.emit_typed("Add", cx.tensor(float(median), dt), cx.emit("Mul", cx.tensor(float(sigma), dt), tan))
+
+
+@aten("geometric.default")
+def _geometric(cx, x, p, *, generator=None):
+    """The number of Bernoulli(p) trials up to the first success: at least 1."""
+    log = cx.emit("Log", _unit_open_above(cx, DataType.DOUBLE))
+    trials = cx.emit("Ceil", cx.emit("Div", log, cx.tensor(math.log1p(-p), DataType.DOUBLE)))
+    trials = cx.emit("Max", trials, cx.tensor(1.0, DataType.DOUBLE))
+    return cx.emit_typed("Cast", trials, to=int(cx.out_dtype))
+
+
+@aten("log_normal.default")
+def _log_normal(cx, x, mean=1.0, std=2.0, *, generator=None):
+    return cx.emit_typed("Exp", _draw(cx, "RandomNormal", cx.out_shape, cx.out_dtype, mean=mean, scale=std))
+
+
+def _randint(cx, low, high) -> Value:
+    """Integers uniform in [low, high): the floor of a float64 draw scaled to the range."""
+    if not isinstance(low, int) or not isinstance(high, int):
+        raise NotMapped("randint with symbolic bounds")
+    draw = _draw(cx, "RandomUniform", cx.out_shape, DataType.DOUBLE)
+    value = cx.emit("Floor", cx.emit("Mul", draw, cx.tensor(float(high - low), DataType.DOUBLE)))
+    value = cx.emit("Min", value, cx.tensor(float(high - low - 1), DataType.DOUBLE))  # a draw rounded up to 1
+    return cx.emit_typed("Cast", cx.emit("Add", value, cx.tensor(float(low), DataType.DOUBLE)), to=int(cx.out_dtype))
+
+
+@aten("randint.default")
+def _randint_high(cx, high, size, **kw):
+    return _randint(cx, 0, high)
+
+
+@aten("randint.low")
+def _randint_low(cx, low, high, size, **kw):
+    return _randint(cx, low, high)
+
+
+@aten("randint_like.default")
+def _randint_like(cx, x, high, **kw):
+    return _randint(cx, 0, high)
+
+
+@aten("randint_like.low_dtype")
+def _randint_like_low(cx, x, low, high, **kw):
+    return _randint(cx, low, high)
 
 
 @aten("cumprod.default")

@@ -254,3 +254,59 @@ def nextafter(e: Emitter, x: Value, y: Value) -> Value:
     out = e.emit("BitCast", moved, to=int(dtype))
     out = m.where(m.Equal(x, y), y, out)
     return m.where(m.Or(m.IsNaN(x), m.IsNaN(y)), m.Add(x, y), out)
+
+
+# Cephes' ndtri (as ATen's calc_ndtri carries it): a rational approximation around the median, and
+# two in z = sqrt(-2 log y) for the tails (2 <= z < 8, 8 <= z < 64); highest order first.
+NDTRI_P0 = (-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,
+            1.39312609387279679503e1, -1.23916583867381258016e0)  # fmt: skip
+NDTRI_Q0 = (1.0, 1.95448858338141759834e0, 4.67627912898881538453e0, 8.63602421390890590575e1,
+            -2.25462687854119370527e2, 2.00260212380060660359e2, -8.20372256168333339912e1,
+            1.59056225126211695515e1, -1.18331621121330003142e0)  # fmt: skip
+NDTRI_P1 = (4.05544892305962419923e0, 3.15251094599893866154e1, 5.71628192246421288162e1,
+            4.40805073893200834700e1, 1.46849561928858024014e1, 2.18663306850790267539e0,
+            -1.40256079171354495875e-1, -3.50424626827848203418e-2, -8.57456785154685413611e-4)  # fmt: skip
+NDTRI_Q1 = (1.0, 1.57799883256466749731e1, 4.53907635128879210584e1, 4.13172038254672030440e1,
+            1.50425385692907503408e1, 2.50464946208309415979e0, -1.42182922854787788574e-1,
+            -3.80806407691578277194e-2, -9.33259480895457427372e-4)  # fmt: skip
+NDTRI_P2 = (3.23774891776946035970e0, 6.91522889068984211695e0, 3.93881025292474443415e0,
+            1.33303460815807542389e0, 2.01485389549179081538e-1, 1.23716634817820021358e-2,
+            3.01581553508235416007e-4, 2.65806974686737550832e-6, 6.23974539184983293730e-9)  # fmt: skip
+NDTRI_Q2 = (1.0, 6.02427039364742014255e0, 3.67983563856160859403e0, 1.37702099489081330271e0,
+            2.16236993594496635890e-1, 1.34204006088543189037e-2, 3.28014464682127739104e-4,
+            2.89247864745380683936e-6, 6.79019408009981274425e-9)  # fmt: skip
+_EXP_M2 = 0.13533528323661269189
+_SQRT_2PI = 2.50662827463100050242
+
+
+def _polynomial(m: _Math, x: Value, coefficients: tuple[float, ...]) -> Value:
+    """Horner's rule, highest order first (Cephes' ``polevl``)."""
+    acc = m.c(coefficients[0])
+    for c in coefficients[1:]:
+        acc = m.Add(m.Mul(acc, x), c)
+    return acc
+
+
+def ndtri(e: Emitter, x: Value) -> Value:
+    """The standard normal quantile: -inf at 0, +inf at 1, NaN outside [0, 1]."""
+
+    def compute(m: _Math, y0: Value) -> Value:
+        folded = m.Greater(y0, 1.0 - _EXP_M2)  # the upper tail, computed as the lower one of 1 - y
+        y = m.where(folded, m.Sub(1.0, y0), y0)
+        centred = m.Sub(y0, 0.5)
+        c2 = m.Mul(centred, centred)
+        ratio = m.Div(m.Mul(c2, _polynomial(m, c2, NDTRI_P0)), _polynomial(m, c2, NDTRI_Q0))
+        middle = m.Mul(m.Add(centred, m.Mul(centred, ratio)), _SQRT_2PI)
+        t = m.Sqrt(m.Mul(m.Log(y), -2.0))
+        z = m.Reciprocal(t)
+        near = m.Less(t, 8.0)
+        p = m.where(near, _polynomial(m, z, NDTRI_P1), _polynomial(m, z, NDTRI_P2))
+        q = m.where(near, _polynomial(m, z, NDTRI_Q1), _polynomial(m, z, NDTRI_Q2))
+        tail = m.Sub(m.Sub(t, m.Div(m.Log(t), t)), m.Div(m.Mul(z, p), q))
+        tail = m.where(folded, tail, m.Neg(tail))
+        out = m.where(m.Greater(y, _EXP_M2), middle, tail)
+        out = m.where(m.Equal(y0, 0.0), m.c(-math.inf), out)
+        out = m.where(m.Equal(y0, 1.0), m.c(math.inf), out)
+        return m.where(m.Or(m.Less(y0, 0.0), m.Greater(y0, 1.0)), m.c(math.nan), out)
+
+    return _widened(e, x, compute)

@@ -95,6 +95,7 @@ aten("i0.default", "special_modified_bessel_i0.default")(_special(special.bessel
 aten("special_i0e.default")(_special(special.bessel_i0e))
 aten("special_i1.default", "special_modified_bessel_i1.default")(_special(special.bessel_i1))
 aten("special_i1e.default")(_special(special.bessel_i1e))
+aten("special_ndtri.default")(_special(special.ndtri))
 
 
 @aten("nextafter.default")

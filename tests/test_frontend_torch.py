@@ -330,3 +330,18 @@ def test_ndtri_matches_eager_in_the_middle_both_tails_and_outside():
     # and onnxruntime follow torch on them)
     assert_matches(from_torch(module, (y, d)), [y.numpy(), d.numpy()], _eager(module, (y, d)),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _Cumulative(torch.nn.Module):
+    def forward(self, x, i):
+        return (*torch.cummax(x, 1), *torch.cummin(x, 0), *torch.cummax(i, -1), *torch.cummin(i, 0))
+
+
+def test_cummax_and_cummin_give_torch_s_values_and_indices_through_ties_and_nans():
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan"), 0.0],
+                      [-1.0, -1.0, -0.0, 0.0, -2.0, 7.0, 7.0, 6.0],
+                      [float("nan"), 1.0, 2.0, 2.0, 1.0, 0.0, -1.0, 3.0]])  # fmt: skip
+    i = torch.tensor([[4, 4, 1, 9, 9, 2], [0, -3, 5, 5, -3, 8]])
+    module = _Cumulative()
+    assert_matches(from_torch(module, (x, i)), [x.numpy(), i.numpy()], _eager(module, (x, i)),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

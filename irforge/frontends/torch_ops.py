@@ -16,6 +16,7 @@ import operator
 import numpy as np
 
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
+from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from . import special
 from .common import NotMapped
@@ -1913,6 +1914,62 @@ def _cumprod(cx, x, dim, *, dtype=None):
     if cx.rank(x) == 0:
         return cx.emit_typed("Identity", x)
     return cx.emit_typed("Identity", associative_scan(cx, x, _axis(dim, cx.rank(x)), "Mul", 1))
+
+
+_PAIRWISE_LIMIT = 1 << 26
+"""Most elements of the pairwise comparison ``cummax``/``cummin`` builds for their indices."""
+
+
+@aten("cummax.default", "cummin.default")
+def _cummax(cx, x, dim):
+    """Running max (min) and the index torch gives it: the last position that holds the running
+    value, and from the first NaN on, NaN at the last NaN so far (torch's update rule)."""
+    from .common import associative_scan
+
+    largest = "cummax" in str(cx.fx.target)
+    shape, dt = cx.shape(x), cx.dtype(x)
+    rank = len(shape)
+    if rank == 0:
+        return cx.emit("Identity", x), cx.const(np.asarray(0))
+    axis = _axis(dim, rank)
+    n = shape[axis]
+    if not all(isinstance(d, int) for d in shape) or n * math.prod(shape) > _PAIRWISE_LIMIT:
+        raise NotMapped("cummax/cummin over a symbolic or very long axis")
+    if dt == DataType.BOOL:
+        raise NotMapped("cummax/cummin of bool")
+    floating = is_floating(dt)
+    np_dt = to_numpy(dt)
+    bound = np.inf if floating else (np.iinfo(np_dt).max if not largest else np.iinfo(np_dt).min)
+    identity = -bound if floating and largest else bound
+    if floating:
+        nan = cx.emit("IsNaN", x)
+        clean = cx.emit("Where", nan, cx.const(np.asarray(identity, np_dt)), x)
+        clean.type = x.type
+        flag = cx.emit("Cast", nan, to=int(DataType.FLOAT))
+        flag.type = TensorType(DataType.FLOAT, shape)
+        seen = cx.emit("Greater", associative_scan(cx, flag, axis, "Max", 0.0), cx.const(np.asarray(0.0, np.float32)))
+        running = associative_scan(cx, clean, axis, "Max" if largest else "Min", identity)
+        values = cx.emit("Where", seen, cx.const(np.asarray(np.nan, np_dt)), running)
+    else:
+        values = associative_scan(cx, x, axis, "Max" if largest else "Min", identity)
+    # pairs (i along axis, j along a new axis after it): the last j <= i that holds the value at i
+    at_i = cx.emit("Unsqueeze", values, cx.const(np.asarray([axis + 1], np.int64)))
+    at_j = cx.emit("Unsqueeze", x, cx.const(np.asarray([axis], np.int64)))
+    match = cx.emit("Equal", at_j, at_i)
+    if floating:
+        nan_j = cx.emit("Unsqueeze", nan, cx.const(np.asarray([axis], np.int64)))
+        seen_i = cx.emit("Unsqueeze", seen, cx.const(np.asarray([axis + 1], np.int64)))
+        match = cx.emit("Or", match, cx.emit("And", nan_j, seen_i))
+    around = [1] * axis, [1] * (rank - axis - 1)
+    causal = np.tril(np.ones((n, n), bool)).reshape([*around[0], n, n, *around[1]])
+    position = np.arange(n, dtype=np.int64).reshape([*around[0], 1, n, *around[1]])
+    picked = cx.emit("Where", cx.emit("And", match, cx.const(causal)), cx.const(position),
+                     cx.const(np.asarray(-1, np.int64)))  # fmt: skip
+    index = cx.emit("ReduceMax", picked, cx.const(np.asarray([axis + 1], np.int64)), keepdims=0)
+    types = [cx.meta_type(v) for v in cx.val]
+    values, index = cx.emit("Identity", values), cx.emit("Identity", index)
+    values.type, index.type = types
+    return values, index
 
 
 @aten("ldexp.Tensor")

@@ -345,3 +345,22 @@ def test_cummax_and_cummin_give_torch_s_values_and_indices_through_ties_and_nans
     module = _Cumulative()
     assert_matches(from_torch(module, (x, i)), [x.numpy(), i.numpy()], _eager(module, (x, i)),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _Medians(torch.nn.Module):
+    def forward(self, x, clean, empty):
+        return (torch.median(x), torch.nanmedian(x), *torch.nanmedian(x, 1), *torch.nanmedian(x, 0, keepdim=True),
+                *torch.median(clean, 1), torch.median(clean), *torch.median(x, 1), torch.nanmedian(empty),
+                torch.nanmedian(empty, 1).values)  # fmt: skip
+
+
+def test_median_and_nanmedian_match_eager_with_nans_infs_and_all_nan_rows():
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[3.0, nan, 1.0, 2.0, inf, 0.5], [nan, 7.0, nan, nan, nan, nan],
+                      [inf, nan, inf, -1.0, 4.0, 2.0], [5.0, 4.0, 3.0, 2.0, 1.0, 0.0]])  # fmt: skip
+    clean = torch.randn(5, 7)
+    empty = torch.full((2, 6), nan)  # all NaN: NaN, at an index torch leaves unspecified (it varies with the length)
+    module = _Medians()
+    args = (x, clean, empty)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

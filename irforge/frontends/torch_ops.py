@@ -1916,6 +1916,77 @@ def _cumprod(cx, x, dim, *, dtype=None):
     return cx.emit_typed("Identity", associative_scan(cx, x, _axis(dim, cx.rank(x)), "Mul", 1))
 
 
+def _median_along(cx, x: Value, axis: int, skip_nan: bool) -> tuple[Value, Value]:
+    """The lower median along ``axis`` and its index, both with the axis kept (size 1).  Elements
+    are ranked ascending with NaNs last (equal values by position); ``skip_nan`` takes the median
+    of the non-NaN ones (NaN where there are none), otherwise any NaN makes the median NaN, at the
+    index of the first NaN."""
+    shape = cx.shape(x)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotMapped("median over a symbolic shape")
+    n = shape[axis]
+    kept = [1 if d == axis else s for d, s in enumerate(shape)]
+    floating = is_floating(cx.dtype(x))
+    size = cx.const(np.asarray([n], np.int64))
+    key = x
+    if floating:
+        nan = cx.emit("IsNaN", x)
+        key = cx.emit("Where", nan, cx.const(np.asarray(np.inf, to_numpy(cx.dtype(x)))), x)
+    order = cx.node("TopK", [key, size], {"axis": axis, "largest": 0, "sorted": 1}, outputs=2).outputs[1]
+    if floating:  # NaNs after the +infs; the rest keeps its order (TopK ranks equal keys by position)
+        nan_ranked = cx.emit("GatherElements", cx.emit("Cast", nan, to=int(DataType.FLOAT)), order, axis=axis)
+        moved = cx.node("TopK", [nan_ranked, size], {"axis": axis, "largest": 0, "sorted": 1}, outputs=2).outputs[1]
+        order = cx.emit("GatherElements", order, moved, axis=axis)
+    axes = cx.const(np.asarray([axis], np.int64))
+    if floating and skip_nan:
+        count = cx.emit("ReduceSum", cx.emit("Cast", cx.emit("Not", nan), to=int(DataType.INT64)), axes, keepdims=1)
+        one = cx.const(np.asarray(1, np.int64))
+        k = cx.emit("Div", cx.emit("Sub", cx.emit("Max", count, one), one), cx.const(np.asarray(2, np.int64)))
+    else:
+        k = cx.const(np.full(kept, (n - 1) // 2, np.int64))
+    index = cx.emit("GatherElements", order, k, axis=axis)
+    values = cx.emit("GatherElements", x, index, axis=axis)
+    if floating:
+        missing = cx.const(np.asarray(np.nan, to_numpy(cx.dtype(x))))
+        if skip_nan:
+            values = cx.emit("Where", cx.emit("Equal", count, cx.const(np.asarray(0, np.int64))), missing, values)
+        else:
+            flags = cx.emit("Cast", nan, to=int(DataType.INT32))
+            most = cx.emit("ReduceMax", flags, axes, keepdims=1)
+            any_nan = cx.emit("Greater", most, cx.const(np.asarray(0, np.int32)))
+            values = cx.emit("Where", any_nan, missing, values)
+            first_nan = cx.emit("ArgMax", flags, axis=axis, keepdims=1)
+            index = cx.emit("Where", any_nan, first_nan, index)
+    return values, index
+
+
+@aten("median.default", "nanmedian.default")
+def _median(cx, x):
+    skip_nan = "nanmedian" in str(cx.fx.target)
+    flat = cx.emit("Reshape", x, cx.const(np.asarray([-1], np.int64)))
+    numel = math.prod(cx.shape(x)) if all(isinstance(d, int) for d in cx.shape(x)) else None
+    if numel is None:
+        raise NotMapped("median over a symbolic shape")
+    flat.type = TensorType(cx.dtype(x), (numel,))
+    values, _ = _median_along(cx, flat, 0, skip_nan)
+    return cx.emit_typed("Reshape", values, cx.const(np.asarray([], np.int64)))
+
+
+@aten("median.dim", "nanmedian.dim")
+def _median_dim(cx, x, dim, keepdim=False):
+    if cx.rank(x) == 0:
+        return cx.emit("Identity", x), cx.const(np.asarray(0))
+    axis = _axis(dim, cx.rank(x))
+    outs = _median_along(cx, x, axis, "nanmedian" in str(cx.fx.target))
+    if not keepdim:
+        outs = tuple(cx.emit("Squeeze", o, cx.const(np.asarray([axis], np.int64))) for o in outs)
+    types = [cx.meta_type(v) for v in cx.val]
+    outs = tuple(cx.emit("Identity", o) for o in outs)
+    for o, t in zip(outs, types, strict=True):
+        o.type = t
+    return outs
+
+
 _PAIRWISE_LIMIT = 1 << 26
 """Most elements of the pairwise comparison ``cummax``/``cummin`` builds for their indices."""
 

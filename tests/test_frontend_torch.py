@@ -364,3 +364,22 @@ def test_median_and_nanmedian_match_eager_with_nans_infs_and_all_nan_rows():
     args = (x, clean, empty)
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _IndexReduce(torch.nn.Module):
+    def forward(self, x, index, src, ints, int_src):
+        return (x.index_reduce(1, index, src, "prod"), x.index_reduce(1, index, src, "mean", include_self=False),
+                x.index_reduce(1, index, src, "amax"), x.index_reduce(1, index, src, "amin", include_self=False),
+                ints.index_reduce(0, index[:3] // 2, int_src, "mean"),
+                ints.scatter_reduce(0, torch.zeros_like(int_src), int_src, "mean"))  # fmt: skip
+
+
+def test_index_reduce_and_integer_means_floor_as_torch_does():
+    x, src = torch.randn(3, 5), torch.randn(3, 4)
+    index = torch.tensor([4, 0, 4, 2])  # a repeated target, and columns 1 and 3 left alone
+    ints = torch.tensor([[-7, 3], [5, -2], [0, 9], [4, 4]])
+    int_src = torch.tensor([[-4, 1], [2, -9], [3, 3]])
+    module = _IndexReduce()
+    args = (x, index, src, ints, int_src)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

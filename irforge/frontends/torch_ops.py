@@ -935,7 +935,26 @@ def _scatter_reduce(cx, x, dim, index, src, reduce, *, include_self=True):
     count = cx.emit("ScatterElements", start, index, ones, axis=axis, reduction="add")
     safe = cx.emit("Max", count, cx.tensor(1))
     mean = cx.emit("Div", y, safe)
+    if not floating:  # torch floors an integer mean; ONNX's Div truncates towards zero
+        inexact = cx.emit("Not", cx.emit("Equal", cx.emit("Mod", y, safe), cx.tensor(0)))
+        below = cx.emit("And", inexact, cx.emit("Less", y, cx.tensor(0)))
+        mean = cx.emit("Sub", mean, cx.emit("Cast", below, to=int(cx.dtype(x))))
     return cx.emit_typed("Identity", mean)
+
+
+@aten("index_reduce.default")
+def _index_reduce(cx, x, dim, index, source, reduce, *, include_self=True):
+    """scatter_reduce with the 1-D ``index`` spread over ``source``'s shape along ``dim``."""
+    rank = cx.rank(x)
+    if rank == 0:
+        raise NotMapped("index_reduce of a 0-d tensor")
+    axis = _axis(dim, rank)
+    along = [1] * rank
+    along[axis] = -1
+    spread = cx.emit("Reshape", cx.cast(index, DataType.INT64), cx.const(np.asarray(along, np.int64)))
+    spread = cx.emit("Expand", spread, cx.emit("Shape", source))
+    spread.type = TensorType(DataType.INT64, tuple(cx.shape(source)))
+    return _scatter_reduce(cx, x, dim, spread, source, reduce, include_self=include_self)
 
 
 @aten("embedding.default")

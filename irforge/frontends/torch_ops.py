@@ -909,6 +909,10 @@ def _crop_to(cx, src, index):
 
 @aten("scatter_reduce.two")
 def _scatter_reduce(cx, x, dim, index, src, reduce, *, include_self=True):
+    return cx.emit_typed("Identity", _scatter_reduced(cx, x, dim, index, src, reduce, include_self))
+
+
+def _scatter_reduced(cx, x, dim, index, src, reduce, include_self) -> Value:
     """ScatterElements with a reduction; without ``include_self`` the scattered-to positions are
     first reset to the reduction's identity; ``mean`` divides a scattered sum by its count."""
     x = cx.tensor(x)
@@ -929,7 +933,7 @@ def _scatter_reduce(cx, x, dim, index, src, reduce, *, include_self=True):
         base = cx.emit("ScatterElements", x, index, fill, axis=axis)
     y = cx.emit("ScatterElements", base, index, src, axis=axis, reduction=reduction)
     if reduce != "mean":
-        return cx.emit_typed("Identity", y)
+        return y
     ones = cx.emit("Expand", cx.tensor(1), shape_of_index)
     start = cx.emit("Expand", cx.tensor(1 if include_self else 0), cx.emit("Shape", x))
     count = cx.emit("ScatterElements", start, index, ones, axis=axis, reduction="add")
@@ -939,22 +943,27 @@ def _scatter_reduce(cx, x, dim, index, src, reduce, *, include_self=True):
         inexact = cx.emit("Not", cx.emit("Equal", cx.emit("Mod", y, safe), cx.tensor(0)))
         below = cx.emit("And", inexact, cx.emit("Less", y, cx.tensor(0)))
         mean = cx.emit("Sub", mean, cx.emit("Cast", below, to=int(cx.dtype(x))))
-    return cx.emit_typed("Identity", mean)
+    return mean
 
 
 @aten("index_reduce.default")
 def _index_reduce(cx, x, dim, index, source, reduce, *, include_self=True):
     """scatter_reduce with the 1-D ``index`` spread over ``source``'s shape along ``dim``."""
+    x, source = cx.tensor(x), cx.tensor(source)
     rank = cx.rank(x)
-    if rank == 0:
-        raise NotMapped("index_reduce of a 0-d tensor")
+    if rank == 0:  # one element: as a 1-element vector
+        one = cx.const(np.asarray([1], np.int64))
+        x, source = cx.emit("Reshape", x, one), cx.emit("Reshape", source, one)
+        x.type = source.type = TensorType(cx.out_dtype, (1,))
+        dim, rank = 0, 1
     axis = _axis(dim, rank)
     along = [1] * rank
     along[axis] = -1
     spread = cx.emit("Reshape", cx.cast(index, DataType.INT64), cx.const(np.asarray(along, np.int64)))
     spread = cx.emit("Expand", spread, cx.emit("Shape", source))
     spread.type = TensorType(DataType.INT64, tuple(cx.shape(source)))
-    return _scatter_reduce(cx, x, dim, spread, source, reduce, include_self=include_self)
+    y = _scatter_reduced(cx, x, axis, spread, source, reduce, include_self)
+    return cx.emit_typed("Reshape", y, cx.const(np.asarray(cx.out_shape, np.int64)))
 
 
 @aten("embedding.default")

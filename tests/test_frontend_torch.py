@@ -383,3 +383,29 @@ def test_index_reduce_and_integer_means_floor_as_torch_does():
     args = (x, index, src, ints, int_src)
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _Strided(torch.nn.Module):
+    def forward(self, x, src, mask, source, index, repeated, values, a, b):
+        return (torch.as_strided(x, (3, 3), (2, 1), 1),  # overlapping rows, from an offset
+                torch.as_strided_scatter(x, src, (2, 3), (4, 1), 2),
+                x.masked_scatter(mask, source),  # a row mask broadcast over the columns
+                x.put(index, values), x.put(repeated, values, accumulate=True),
+                *(torch.cdist(a, b, p=p) for p in (0.0, 1.0, 2.0, 3.0, float("inf"))),
+                torch.pdist(a[0]), torch.pdist(a[0], p=1.0))  # fmt: skip
+
+
+def test_strided_views_masked_scatter_put_and_distances_match_eager():
+    x = torch.randn(4, 5)
+    src = torch.randn(2, 3)
+    mask = torch.tensor([[True], [False], [True], [True]])
+    source = torch.randn(20)
+    index = torch.tensor([0, -1, 7, 3])  # one from the end (torch leaves a repeated index's winner open)
+    repeated = torch.tensor([0, -1, 7, 7])  # accumulated, a repeated index adds twice
+    values = torch.randn(4)
+    a, b = torch.randn(2, 6, 3), torch.randn(2, 4, 3)
+    a[0, 1, 2] = b[0, 0, 2]  # an equal coordinate: p = 0 counts only those that differ
+    module = _Strided()
+    args = (x, src, mask, source, index, repeated, values, a, b)
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

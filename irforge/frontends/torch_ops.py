@@ -1800,6 +1800,104 @@ def _diagonal_scatter(cx, x, src, offset=0, dim1=0, dim2=1):
     return cx.emit_typed("Transpose", y, perm=[int(i) for i in np.argsort(perm)])
 
 
+_STRIDED_LIMIT = 1 << 22
+"""Most elements an ``as_strided`` view may have: its element positions are a constant."""
+
+
+def _strided_positions(cx, x, size, stride, storage_offset) -> np.ndarray:
+    """The positions in ``x``'s (contiguous) elements that a strided view reads, shaped as the view."""
+    size, stride = list(size), list(stride)
+    offset = 0 if storage_offset is None else storage_offset
+    numel = math.prod(cx.shape(x)) if all(isinstance(d, int) for d in cx.shape(x)) else None
+    if numel is None or not all(isinstance(v, int) for v in (*size, *stride, offset)):
+        raise NotMapped("as_strided with symbolic sizes")
+    if math.prod(size) > _STRIDED_LIMIT:
+        raise NotMapped("as_strided of more than 4M elements")
+    positions = np.full(size, offset, np.int64)
+    for axis, (n, step) in enumerate(zip(size, stride, strict=True)):
+        shape = [1] * len(size)
+        shape[axis] = n
+        positions = positions + (np.arange(n, dtype=np.int64) * step).reshape(shape)
+    if positions.size and (positions.min() < 0 or positions.max() >= numel):
+        raise NotMapped("as_strided reaching outside its input's elements")
+    return positions
+
+
+def _flat(cx, x) -> Value:
+    return cx.emit("Reshape", x, cx.const(np.asarray([-1], np.int64)))
+
+
+@aten("as_strided.default", "as_strided_copy.default")
+def _as_strided(cx, x, size, stride, storage_offset=None):
+    """A view of the input's elements as laid out contiguously (as torch.export hands them over)."""
+    positions = _strided_positions(cx, x, size, stride, storage_offset)
+    return cx.emit_typed("Gather", _flat(cx, x), cx.const(positions), axis=0)
+
+
+@aten("as_strided_scatter.default")
+def _as_strided_scatter(cx, x, src, size, stride, storage_offset=None):
+    positions = _strided_positions(cx, x, size, stride, storage_offset)
+    flat = cx.emit("ScatterElements", _flat(cx, x), cx.const(positions.reshape(-1)), _flat(cx, cx.tensor(src)), axis=0)
+    return cx.emit_typed("Reshape", flat, cx.emit("Shape", x))
+
+
+@aten("masked_scatter.default")
+def _masked_scatter(cx, x, mask, source):
+    """The elements of ``x`` where ``mask`` holds, replaced in order by ``source``'s first ones."""
+    x = cx.tensor(x)
+    full = cx.emit("Expand", cx.cast(mask, DataType.BOOL), cx.emit("Shape", x))
+    flat_mask = _flat(cx, full)
+    taken = cx.emit("CumSum", cx.emit("Cast", flat_mask, to=int(DataType.INT64)), cx.const(np.asarray(0, np.int64)))
+    which = cx.emit("Max", cx.emit("Sub", taken, cx.const(np.asarray(1, np.int64))), cx.const(np.asarray(0, np.int64)))
+    picked = cx.emit("Gather", _flat(cx, cx.tensor(source)), which, axis=0)
+    merged = cx.emit("Where", flat_mask, picked, _flat(cx, x))
+    return cx.emit_typed("Reshape", merged, cx.emit("Shape", x))
+
+
+@aten("put.default")
+def _put(cx, x, index, source, accumulate=False):
+    """Elements of ``x`` by flat index (negative from the end), set or (``accumulate``) added to."""
+    x = cx.tensor(x)
+    flat = cx.emit("ScatterElements", _flat(cx, x), _flat(cx, cx.cast(index, DataType.INT64)),
+                   _flat(cx, cx.tensor(source)), axis=0, reduction="add" if accumulate else "none")  # fmt: skip
+    return cx.emit_typed("Reshape", flat, cx.emit("Shape", x))
+
+
+def _distances(cx, a: Value, b: Value, p: float) -> Value:
+    """p-norm distances between the rows of ``a`` [..., n, d] and of ``b`` [..., m, d]: [..., n, m]."""
+    diff = cx.emit("Abs", cx.emit("Sub", cx.emit("Unsqueeze", a, cx.const(np.asarray([-2], np.int64))),
+                                  cx.emit("Unsqueeze", b, cx.const(np.asarray([-3], np.int64)))))  # fmt: skip
+    last = cx.const(np.asarray([-1], np.int64))
+    dt = cx.dtype(a)
+    if p == 0:
+        nonzero = cx.emit("Cast", cx.emit("Not", cx.emit("Equal", diff, cx.tensor(0.0, dt))), to=int(dt))
+        return cx.emit("ReduceSum", nonzero, last, keepdims=0)
+    if math.isinf(p):
+        return cx.emit("ReduceMax", diff, last, keepdims=0)
+    if p == 1:
+        return cx.emit("ReduceSum", diff, last, keepdims=0)
+    if p == 2:
+        return cx.emit("Sqrt", cx.emit("ReduceSum", cx.emit("Mul", diff, diff), last, keepdims=0))
+    powered = cx.emit("ReduceSum", cx.emit("Pow", diff, cx.tensor(float(p), dt)), last, keepdims=0)
+    return cx.emit("Pow", powered, cx.tensor(1.0 / p, dt))
+
+
+@aten("_cdist_forward.default")
+def _cdist(cx, x1, x2, p, compute_mode=None):
+    return cx.emit_typed("Identity", _distances(cx, cx.tensor(x1), cx.tensor(x2), p))
+
+
+@aten("_pdist_forward.default")
+def _pdist(cx, x, p=2.0):
+    """The distances between rows i < j of ``x`` [n, d], in row-major order of the pairs."""
+    n = cx.shape(x)[0]
+    if not isinstance(n, int):
+        raise NotMapped("pdist of a symbolic number of rows")
+    rows, cols = np.triu_indices(n, k=1)
+    square = _flat(cx, _distances(cx, cx.tensor(x), cx.tensor(x), p))
+    return cx.emit_typed("Gather", square, cx.const((rows * n + cols).astype(np.int64)), axis=0)
+
+
 @aten("narrow_copy.default")
 def _narrow_copy(cx, x, dim, start, length):
     axis = _axis(dim, cx.rank(x))

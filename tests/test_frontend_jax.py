@@ -283,3 +283,24 @@ def test_bessel_and_nextafter_match_jit():
     assert model.opset_imports[""] >= 26  # nextafter steps on the bits
     assert_matches(model, [x, y], _flat(jax.jit(f)(x, y)), backends=("reference", "onnxruntime", "xla"), rtol=1e-5,
                    atol=1e-6)  # fmt: skip
+
+
+def test_generic_reductions_windows_popcount_and_approx_top_k_match_jit():
+    def f(x, i, b, u):
+        pairwise = lambda a, c: (a[0] + c[0], lax.min(a[1], c[1]))  # noqa: E731
+        total, least = lax.reduce((x, i), (np.float32(2.0), np.int32(7)), pairwise, (1,))
+        anyb = lax.reduce(b, False, lax.bitwise_or, (0,))
+        prod = lax.reduce_window(x, np.float32(1.0), lax.mul, (2, 3), (1, 2), ((1, 0), (0, 2)),
+                                 window_dilation=(2, 1))  # fmt: skip
+        imax = lax.reduce_window(i, np.int32(-5), lax.max, (3, 1), (1, 1), "SAME")
+        lo = lax.reduce_window(x, np.float32(np.inf), lax.min, (2, 2), (2, 1), "VALID")
+        return total, least, anyb, prod, imax, lo, lax.population_count(i), lax.population_count(u), \
+            *lax.approx_max_k(x, 3), *lax.approx_min_k(x, 2)
+
+    x = RNG.normal(size=(5, 7)).astype(np.float32)
+    i = RNG.integers(-2**31, 2**31 - 1, size=(5, 7), dtype=np.int32)
+    b = RNG.random((4, 3)) < 0.2
+    u = np.array([0, 1, 255, 128, 77], np.uint8)
+    args = (x, i, b, u)
+    assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -8,6 +8,8 @@ typed), so unlike ATen no promotion happens here.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
@@ -469,6 +471,98 @@ prim("reduce_or")(_reduce("ReduceMax"))
 prim("reduce_and")(_reduce("ReduceMin"))
 
 
+_COMBINE = {"add": ("Add", "ReduceSum"), "mul": ("Mul", "ReduceProd"), "max": ("Max", "ReduceMax"),
+            "min": ("Min", "ReduceMin"), "and": ("And", "ReduceMin"), "or": ("Or", "ReduceMax")}  # fmt: skip
+"""Computations a generic ``reduce``/``reduce_window`` may use: the element-wise op, the reduction."""
+
+
+def _combiners(jaxpr, n: int) -> list[tuple[str, str]]:
+    """Per operand, the ONNX ops of a reduction computation that combines each accumulator with its
+    own operand by one binary primitive (``add``, ``max``, ...); NotMapped for anything else."""
+    invars, outvars = list(jaxpr.invars), list(jaxpr.outvars)
+    made = {e.outvars[0]: e for e in jaxpr.eqns if len(e.outvars) == 1}
+    out = []
+    for k, v in enumerate(outvars):
+        e = made.get(v)
+        if len(jaxpr.eqns) != n or e is None or e.primitive.name not in _COMBINE:
+            raise NotMapped("a reduction computation other than one add/mul/max/min/and/or per operand")
+        if {id(a) for a in e.invars} != {id(invars[k]), id(invars[k + n])} or len(e.invars) != 2:
+            raise NotMapped("a reduction computation mixing its operands")
+        out.append(_COMBINE[e.primitive.name])
+    return out
+
+
+def _logical(cx, op: str, x: Value) -> tuple[str, Value]:
+    """Boolean and/or as the integer min/max ONNX has kernels for."""
+    if cx.dtype(x) == DataType.BOOL:
+        return {"And": "Min", "Or": "Max"}.get(op, op), cx.emit("Cast", x, to=int(DataType.INT32))
+    return op, x
+
+
+@prim("reduce")
+def _reduce_generic(cx, *args, jaxpr, dimensions, **_):
+    n = len(args) // 2
+    outs = []
+    for k, (combine, reduction) in enumerate(_combiners(jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr, n)):
+        x, init = cx.value(args[k]), cx.value(args[k + n])
+        dtype = cx.dtype(x)
+        combine, xi = _logical(cx, combine, x)
+        _, init_i = _logical(cx, combine, init)
+        y = cx.emit(reduction, xi, cx.const(_i64(dimensions)), keepdims=0) if dimensions else xi
+        y = cx.emit(combine, init_i, y)  # the initial value enters once, as on XLA's CPU
+        outs.append(cx.emit("Cast", y, to=int(dtype)) if dtype == DataType.BOOL else y)
+    from .jax import aval_type
+
+    for o, a in zip(outs, cx.out_avals, strict=True):
+        o.type = aval_type(a)
+    return outs
+
+
+@prim("reduce_window")
+def _reduce_window_generic(cx, *args, jaxpr, consts=(), window_dimensions, window_strides, padding, base_dilation,
+                           window_dilation, **_):  # fmt: skip
+    """Each output cell combines its window's elements, one strided slice per window offset, with
+    the initial value (also the padding)."""
+    if consts:
+        raise NotMapped("reduce_window with constants in its computation")
+    if any(d != 1 for d in base_dilation):
+        raise NotMapped("reduce_window with base dilation")
+    n = len(args) // 2
+    combiners = _combiners(jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr, n)
+    if math.prod(window_dimensions) > 256:
+        raise NotMapped("reduce_window over windows of more than 256 elements")
+    outs = []
+    for k, (combine, _) in enumerate(combiners):
+        x, init = cx.value(args[k]), cx.value(args[k + n])
+        shape = cx.shape(x)
+        if not all(isinstance(d, int) for d in shape):
+            raise NotMapped("reduce_window over symbolic sizes")
+        dtype = cx.dtype(x)
+        op, xi = _logical(cx, combine, x)
+        _, init_i = _logical(cx, combine, init)
+        pads = [lo for lo, _ in padding] + [hi for _, hi in padding]
+        if any(pads):
+            if any(p < 0 for p in pads):
+                raise NotMapped("reduce_window with negative padding")
+            xi = cx.emit("Pad", xi, cx.const(_i64(pads)), init_i, mode="constant")
+        padded = [d + lo + hi for d, (lo, hi) in zip(shape, padding, strict=True)]
+        sizes = [max((p - (w - 1) * dl - 1) // st + 1, 0)
+                 for p, w, dl, st in zip(padded, window_dimensions, window_dilation, window_strides, strict=True)]
+        acc = init_i
+        for offset in np.ndindex(*window_dimensions):
+            starts = [o * dl for o, dl in zip(offset, window_dilation, strict=True)]
+            ends = [s + (m - 1) * st + 1 for s, m, st in zip(starts, sizes, window_strides, strict=True)]
+            axes, steps = cx.const(_i64(range(len(shape)))), cx.const(_i64(window_strides))
+            piece = cx.emit("Slice", xi, cx.const(_i64(starts)), cx.const(_i64(ends)), axes, steps)
+            acc = cx.emit(op, acc, piece)
+        outs.append(cx.emit("Cast", acc, to=int(dtype)) if dtype == DataType.BOOL else acc)
+    from .jax import aval_type
+
+    for o, a in zip(outs, cx.out_avals, strict=True):
+        o.type = aval_type(a)
+    return outs
+
+
 @prim("argmax", "argmin")
 def _argmax(cx, x, axes, index_dtype, **_):
     op = "ArgMax" if cx.eqn.primitive.name == "argmax" else "ArgMin"
@@ -553,6 +647,49 @@ def _total_order_key(cx, x: Value) -> Value:
         signed, bits = DataType.INT32, cx.emit("Cast", bits, to=int(DataType.INT32))  # sign-extended: same order
     flipped = cx.emit("BitwiseXor", bits, cx.value(mask, signed))
     return cx.emit("Where", cx.emit("Less", bits, cx.value(0, signed)), flipped, bits)
+
+
+@prim("approx_top_k")
+def _approx_top_k(cx, x, *, k, reduction_dimension, is_max_k, aggregate_to_topk=True, **_):
+    """On CPU (and in XLA's fallback) the approximate top k is the exact one: sorted, k long."""
+    if not aggregate_to_topk:
+        raise NotMapped("approx_top_k without aggregate_to_topk (its output length is the TPU algorithm's)")
+    x = cx.value(x)
+    axis = int(reduction_dimension)
+    n = cx.node("TopK", [x, cx.const(_i64([k]))], {"axis": axis, "largest": int(bool(is_max_k)), "sorted": 1},
+                outputs=2)  # fmt: skip
+    from .jax import aval_type
+
+    values = cx.emit("Identity", n.outputs[0])
+    values.type = aval_type(cx.out_avals[0])
+    return [values, _cast_out(cx, n.outputs[1], 1)]
+
+
+_POPCOUNT_MASKS = (0x55555555, 0x33333333, 0x0F0F0F0F)
+
+
+@prim("population_count")
+def _population_count(cx, x, **_):
+    """Set bits per element, counted on the unsigned 64-bit pattern: pairs, nibbles, bytes, then a
+    multiply that sums the bytes into the top one (the classic SWAR count)."""
+    x = cx.value(x)
+    dtype = cx.dtype(x)
+    width = np.dtype(to_numpy(dtype)).itemsize * 8
+    unsigned = {8: DataType.UINT8, 16: DataType.UINT16, 32: DataType.UINT32, 64: DataType.UINT64}[width]
+    u = cx.emit("Cast", cx.emit("Cast", x, to=int(unsigned)), to=int(DataType.UINT64))  # the same bits, widened
+
+    def c(v: int) -> Value:
+        return cx.const(np.asarray(v, np.uint64))
+
+    def shr(v: Value, n: int) -> Value:
+        return cx.emit("BitShift", v, c(n), direction="RIGHT")
+
+    m1, m2, m4 = (c(m | (m << 32)) for m in _POPCOUNT_MASKS)
+    v = cx.emit("Sub", u, cx.emit("BitwiseAnd", shr(u, 1), m1))
+    v = cx.emit("Add", cx.emit("BitwiseAnd", v, m2), cx.emit("BitwiseAnd", shr(v, 2), m2))
+    v = cx.emit("BitwiseAnd", cx.emit("Add", v, shr(v, 4)), m4)
+    count = shr(cx.emit("Mul", v, c(0x0101010101010101)), 56)
+    return cx.typed("Cast", count, to=int(dtype))
 
 
 def _cast_out(cx, v, i):
@@ -709,6 +846,17 @@ def _window(cx, x, op, window_dimensions, window_strides, padding, base_dilation
 def _reduce_window_max(cx, x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation, **_):
     return _window(cx, cx.value(x), "MaxPool", window_dimensions, window_strides, padding, base_dilation,
                    window_dilation)  # fmt: skip
+
+
+@prim("reduce_window_min")
+def _reduce_window_min(cx, x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation, **_):
+    """The max of the negated window, negated (so a padded cell counts as +inf, lax's identity)."""
+    x = cx.value(x)
+    if not is_floating(cx.dtype(x)):
+        raise NotMapped("an integer min reduce_window")
+    y = _window(cx, cx.emit("Neg", x), "MaxPool", window_dimensions, window_strides, padding, base_dilation,
+                window_dilation)  # fmt: skip
+    return cx.typed("Neg", y)
 
 
 @prim("reduce_window_sum")

@@ -304,3 +304,25 @@ def test_generic_reductions_windows_popcount_and_approx_top_k_match_jit():
     args = (x, i, b, u)
     assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+def test_cholesky_and_triangular_solve_match_jit():
+    def f(spd, bad, t, b):
+        outs = [lax.linalg.cholesky(spd), lax.linalg.cholesky(bad)]  # not positive definite: NaN
+        for left in (True, False):
+            for lower in (True, False):
+                for trans in (False, True):
+                    tri = t if lower else jnp.swapaxes(t, -1, -2)
+                    rhs = b if left else jnp.swapaxes(b, -1, -2)
+                    outs.append(lax.linalg.triangular_solve(tri, rhs, left_side=left, lower=lower,
+                                                            transpose_a=trans, unit_diagonal=trans))  # fmt: skip
+        return outs
+
+    m = RNG.normal(size=(3, 4, 4))
+    spd = (m @ np.swapaxes(m, -1, -2) + 4 * np.eye(4)).astype(np.float32)
+    bad = spd - 20 * np.eye(4, dtype=np.float32)
+    t = (np.tril(RNG.normal(size=(3, 4, 4))) + 4 * np.eye(4)).astype(np.float32)
+    b = RNG.normal(size=(3, 4, 4)).astype(np.float32)
+    args = (spd, bad, t, b)
+    assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -409,3 +409,26 @@ def test_strided_views_masked_scatter_put_and_distances_match_eager():
     args = (x, src, mask, source, index, repeated, values, a, b)
     assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _Triangular(torch.nn.Module):
+    def forward(self, spd, t, b, rhs):
+        low, up = torch.linalg.cholesky(spd), torch.linalg.cholesky(spd, upper=True)
+        info = torch.linalg.cholesky_ex(spd - 10 * torch.eye(5)).info  # not positive definite: the failing order
+        return (low, up, info, torch.linalg.solve_triangular(t, b, upper=False),
+                torch.linalg.solve_triangular(t.mT, b, upper=True, unitriangular=True),
+                torch.linalg.solve_triangular(t[0], rhs, upper=False, left=False),
+                *torch.triangular_solve(b, t, upper=False, transpose=True),
+                torch.cholesky_solve(b, low), torch.cholesky_solve(b, up, upper=True), torch.cholesky_inverse(low[1]))
+
+
+def test_cholesky_and_triangular_solves_match_eager():
+    m = torch.randn(2, 5, 5, dtype=torch.float64)
+    spd = (m @ m.mT + 5 * torch.eye(5, dtype=torch.float64)).float()
+    t = torch.tril(torch.randn(2, 5, 5)) + 4 * torch.eye(5)
+    b = torch.randn(5, 3)  # broadcast over the batch of matrices
+    rhs = torch.randn(2, 4, 5)
+    module = _Triangular()
+    args = (spd, t, b, rhs)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

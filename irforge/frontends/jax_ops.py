@@ -16,7 +16,7 @@ from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import special
+from . import linalg, special
 from .common import NotMapped, associative_scan
 from .jax_random import RANDOM_PRIMITIVES, convert_random
 
@@ -690,6 +690,43 @@ def _population_count(cx, x, **_):
     v = cx.emit("BitwiseAnd", cx.emit("Add", v, shr(v, 4)), m4)
     count = shr(cx.emit("Mul", v, c(0x0101010101010101)), 56)
     return cx.typed("Cast", count, to=int(dtype))
+
+
+@prim("cholesky")
+def _cholesky(cx, a, **_):
+    """LAPACK's factor in the lower triangle, the input's own entries above it (the primitive, as
+    ``potrf`` does, leaves them; ``lax.linalg.cholesky`` masks them after); all NaN for a matrix
+    that is not positive definite, as on XLA's CPU."""
+    a = cx.value(a)
+    n = cx.shape(a)[-1]
+    factor, info = linalg.cholesky(cx, a)
+    lower = cx.const(np.tril(np.ones((n, n), bool)) if isinstance(n, int) else np.asarray(True))
+    factor = cx.emit("Where", lower, factor, a)
+    failed = cx.emit("Greater", info, cx.const(np.asarray(0, np.int32)))
+    failed = cx.emit("Unsqueeze", failed, cx.const(_i64([-2, -1])))
+    return cx.typed("Where", failed, cx.value(np.nan, cx.dtype(a)), factor)
+
+
+@prim("triangular_solve")
+def _triangular_solve(cx, a, b, *, left_side, lower, transpose_a, conjugate_a=False, unit_diagonal=False, **_):
+    a, b = cx.value(a), cx.value(b)
+    rank = len(cx.shape(a))
+    if not left_side:  # x a = b: aᵀ xᵀ = bᵀ
+        a = _typed_like(linalg.transpose(cx, a, rank), a)
+        b = linalg.transpose(cx, b, rank)
+        lower, transpose_a = not lower, transpose_a  # the transposed matrix swaps triangles
+    if transpose_a:
+        a, lower = _typed_like(linalg.transpose(cx, a, rank), a), not lower
+    x = linalg.solve_triangular(cx, a, b, lower=lower, unit_diagonal=unit_diagonal)
+    if not left_side:
+        x = linalg.transpose(cx, x, rank)
+    return cx.typed("Identity", x)
+
+
+def _typed_like(v: Value, like: Value) -> Value:
+    """``v`` typed as ``like`` (a square matrix transposed keeps its type)."""
+    v.type = like.type
+    return v
 
 
 def _cast_out(cx, v, i):

@@ -124,6 +124,10 @@ def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[st
 # -- the scan: every op looked up before anything is built -----------------------------------
 
 
+EFFECT_TOKEN = object()
+"""What a ``torch.export`` effect token becomes: nothing in the graph (see ``with_effects``)."""
+
+
 def op_name(target) -> str:
     """The table key of an FX call target: ``aten.add.Tensor``, ``operator.getitem``, ``higher_order.cond``."""
     if hasattr(target, "_schema") or hasattr(target, "_opname"):
@@ -380,12 +384,14 @@ class _Importer:
                 v = Value(spec.target, TensorType(to_dtype(tensor.dtype), tuple(arr.shape)),
                           NumpyTensor(arr, to_dtype(tensor.dtype)))  # fmt: skip
                 env[node] = g.add_initializer(v)
+            elif kind == "TOKEN":  # orders side effects; the only ones imported are dropped checks
+                env[node] = EFFECT_TOKEN
             else:
-                raise FrontendError(f"exported input {spec.arg.name!r} of kind {kind} is not supported (a token or "
-                                    "custom object); export a module without side effects")  # fmt: skip
+                raise FrontendError(f"exported input {spec.arg.name!r} of kind {kind} is not supported (a custom "
+                                    "object); export a module without side effects")  # fmt: skip
         outputs = self.convert(ep.graph_module, g, env, top=True)
         user = [s for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
-        mutations = [s for s in sig.output_specs if s.kind.name != "USER_OUTPUT"]
+        mutations = [s for s in sig.output_specs if s.kind.name not in ("USER_OUTPUT", "TOKEN")]
         if mutations:
             warnings.warn(f"the module updates {len(mutations)} buffer(s) in place ({mutations[0].target}, ...); the "
                           "imported model computes its outputs only, without those updates", stacklevel=3)  # fmt: skip

@@ -18,7 +18,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import special
+from . import linalg, special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -1470,6 +1470,20 @@ def _owned_output(cx, g, v):
     return n.outputs[0]
 
 
+_DROPPED_EFFECTS = frozenset({"aten._linalg_check_errors.default"})
+"""Side-effecting ops a model may carry that the imported graph leaves out: checks that raise on a
+failed factorization (the factorization's ``info`` output still reports it)."""
+
+
+@aten("higher_order.with_effects", "torch.with_effects")
+def _with_effects(cx, token, op, *args, **kwargs):
+    from .torch import op_name
+
+    if op_name(op) not in _DROPPED_EFFECTS:
+        raise NotMapped(f"the side effect {op_name(op)}")
+    return token, None
+
+
 @aten("higher_order.while_loop", "torch.while_loop")
 def _while_loop(cx, cond_gm, body_gm, carried, additional):
     from ..core_ir.graph import Graph
@@ -2111,6 +2125,106 @@ def _median_dim(cx, x, dim, keepdim=False):
     for o, t in zip(outs, types, strict=True):
         o.type = t
     return outs
+
+
+def _square(cx, a: Value, transposed: bool = False) -> Value:
+    """``a`` (a square matrix, or a batch of them), its last two axes swapped if ``transposed``;
+    typed, as the unrolled algorithms need to see its size."""
+    if not transposed:
+        return a
+    t = linalg.transpose(cx, a, cx.rank(a))
+    t.type = a.type
+    return t
+
+
+def _broadcast_batch(cx, b: Value, a: Value) -> Value:
+    """``b`` [..., n, m] expanded to the batch axes it shares with ``a`` [..., n, n], typed."""
+    sa, sb = cx.shape(a), cx.shape(b)
+    if sa[:-2] == sb[:-2]:
+        return b
+    if not all(isinstance(d, int) for d in (*sa, *sb)):
+        raise NotMapped("a triangular solve broadcasting symbolic batch sizes")
+    target = (*np.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2])), *sb[-2:])
+    out = cx.emit("Expand", b, cx.const(np.asarray(target, np.int64)))
+    out.type = TensorType(cx.dtype(b), tuple(target))
+    return out
+
+
+def _solve(cx, a: Value, b: Value, *, lower: bool, transposed: bool = False, unit: bool = False) -> Value:
+    """x with op(a) x = b, op(a) = aᵀ if ``transposed``; ``lower`` names the triangle of op(a)."""
+    b = _broadcast_batch(cx, b, a)
+    if cx.shape(a)[-1] == 0:
+        return b
+    x = linalg.solve_triangular(cx, _square(cx, a, transposed), b, lower=lower, unit_diagonal=unit)
+    x.type = b.type
+    return x
+
+
+def _factor(cx, a: Value, upper: bool) -> tuple[Value, Value]:
+    """torch's Cholesky factor (upper: U with a = UᵀU, read from a's upper triangle) and info."""
+    if cx.shape(a)[-1] == 0:
+        return a, cx.const(np.zeros(tuple(cx.shape(a)[:-2]), np.int32))
+    factor, info = linalg.cholesky(cx, _square(cx, a, upper))
+    return (linalg.transpose(cx, factor, cx.rank(a)) if upper else factor), info
+
+
+@aten("linalg_cholesky_ex.default")
+def _cholesky_ex(cx, a, *, upper=False, check_errors=False):
+    factor, info = _factor(cx, cx.tensor(a), upper)
+    types = [cx.meta_type(v) for v in cx.val]
+    outs = cx.emit("Identity", factor), cx.emit("Identity", info)
+    for o, t in zip(outs, types, strict=True):
+        o.type = t
+    return outs
+
+
+@aten("cholesky.default")
+def _cholesky(cx, a, upper=False):
+    return cx.emit_typed("Identity", _factor(cx, cx.tensor(a), upper)[0])
+
+
+@aten("linalg_solve_triangular.default")
+def _linalg_solve_triangular(cx, a, b, *, upper, left=True, unitriangular=False):
+    a, b = cx.tensor(a), cx.tensor(b)
+    if left:
+        return cx.emit_typed("Identity", _solve(cx, a, b, lower=not upper, unit=unitriangular))
+    rank = max(cx.rank(a), cx.rank(b))  # x a = b: aᵀ xᵀ = bᵀ, and aᵀ has the other triangle
+    bt = linalg.transpose(cx, b, cx.rank(b))
+    bt.type = TensorType(cx.dtype(b), (*cx.shape(b)[:-2], cx.shape(b)[-1], cx.shape(b)[-2]))
+    x = _solve(cx, a, bt, lower=upper, transposed=True, unit=unitriangular)
+    return cx.emit_typed("Identity", linalg.transpose(cx, x, rank))
+
+
+@aten("triangular_solve.default")
+def _triangular_solve(cx, b, a, upper=True, transpose=False, unitriangular=False):
+    a, b = cx.tensor(a), cx.tensor(b)
+    lower = upper if transpose else not upper
+    x = _solve(cx, a, b, lower=lower, transposed=transpose, unit=unitriangular)
+    types = [cx.meta_type(v) for v in cx.val]
+    outs = cx.emit("Identity", x), cx.emit("Identity", a)
+    for o, t in zip(outs, types, strict=True):
+        o.type = t
+    return outs
+
+
+@aten("cholesky_solve.default")
+def _cholesky_solve(cx, b, factor, upper=False):
+    """x with a x = b for a = L Lᵀ (``upper``: Uᵀ U): two triangular solves."""
+    b, factor = cx.tensor(b), cx.tensor(factor)
+    y = _solve(cx, factor, b, lower=True, transposed=upper)
+    return cx.emit_typed("Identity", _solve(cx, factor, y, lower=False, transposed=not upper))
+
+
+@aten("cholesky_inverse.default")
+def _cholesky_inverse(cx, factor, upper=False):
+    factor = cx.tensor(factor)
+    n = cx.shape(factor)[-1]
+    if not isinstance(n, int):
+        raise NotMapped("cholesky_inverse of a symbolic size")
+    eye = cx.const(np.eye(n, dtype=to_numpy(cx.dtype(factor))))
+    eye.type = TensorType(cx.dtype(factor), (n, n))
+    y = _solve(cx, factor, eye, lower=True, transposed=upper)
+    return cx.emit_typed("Identity", _solve(cx, factor, y, lower=False, transposed=not upper))
 
 
 _PAIRWISE_LIMIT = 1 << 26

@@ -1,0 +1,94 @@
+"""Dense linear algebra ONNX has no op for, unrolled over a static matrix size.
+
+A Cholesky factorization or a triangular solve of an n-by-n matrix becomes n steps of matrix products
+over the leading (batch) axes, the order in which LAPACK's unblocked routines compute: Cholesky
+column by column (``potf2``), substitution row by row (``trsv``).  Unrolling keeps every backend's
+graph static; it is refused above :data:`MAX_UNROLLED` rows, where the graph would grow too large.
+Factorizations whose results are not unique (eigenvectors, singular vectors) are not provided: no
+other algorithm reproduces LAPACK's choice of signs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core_ir.dtypes import DataType, to_numpy
+from ..core_ir.value import Value
+from .common import Emitter, NotMapped
+
+MAX_UNROLLED = 64
+"""Largest matrix side that is unrolled."""
+
+
+def _i64(values) -> np.ndarray:
+    return np.asarray(list(values), np.int64)
+
+
+def _side(x: Value) -> int:
+    shape = x.type.shape if x.type is not None else None
+    if shape is None or len(shape) < 2 or not isinstance(shape[-1], int) or shape[-1] != shape[-2]:
+        raise NotMapped("linear algebra on matrices that are not square of a static size")
+    if shape[-1] > MAX_UNROLLED:
+        raise NotMapped(f"linear algebra on matrices larger than {MAX_UNROLLED} by {MAX_UNROLLED} (unrolled)")
+    if x.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"linear algebra in {x.type.dtype.name}")
+    return shape[-1]
+
+
+def _block(e: Emitter, x: Value, rows: tuple[int, int], cols: tuple[int, int]) -> Value:
+    return e.emit("Slice", x, e.const(_i64([rows[0], cols[0]])), e.const(_i64([rows[1], cols[1]])),
+                  e.const(_i64([-2, -1])))  # fmt: skip
+
+
+def transpose(e: Emitter, x: Value, rank: int) -> Value:
+    """``x`` (of ``rank`` axes) with its last two axes swapped."""
+    return e.emit("Transpose", x, perm=[*range(rank - 2), rank - 1, rank - 2])
+
+
+def cholesky(e: Emitter, a: Value) -> tuple[Value, Value]:
+    """The lower factor L of ``a`` = L Lᵀ (only ``a``'s lower triangle is read) and, per matrix,
+    the order (1-based, int32) of the first leading minor that is not positive definite, 0 when
+    none is (LAPACK's ``info``; L's columns from there on are then NaN or meaningless)."""
+    n = _side(a)
+    rank = len(a.type.shape)
+    dtype = to_numpy(a.type.dtype)
+    columns: list[Value] = []
+    info = None
+    for j in range(n):
+        s = _block(e, a, (0, n), (j, j + 1))  # [..., n, 1]
+        if columns:
+            done = e.emit("Concat", *columns, axis=-1)  # [..., n, j]
+            row = _block(e, done, (j, j + 1), (0, j))  # [..., 1, j]
+            s = e.emit("Sub", s, e.emit("MatMul", done, transpose(e, row, rank)))
+        pivot = _block(e, s, (j, j + 1), (0, 1))  # [..., 1, 1]
+        bad = e.emit("Not", e.emit("Greater", pivot, e.const(np.asarray(0, dtype))))  # NaN fails too
+        order = e.emit("Mul", e.emit("Cast", bad, to=int(DataType.INT32)), e.const(np.asarray(j + 1, np.int32)))
+        if info is None:
+            info = order
+        else:  # the first failing order stays
+            info = e.emit("Where", e.emit("Equal", info, e.const(np.asarray(0, np.int32))), order, info)
+        below = e.const((np.arange(n) >= j).astype(dtype).reshape(n, 1))  # zeros above the diagonal
+        columns.append(e.emit("Mul", e.emit("Div", s, e.emit("Sqrt", pivot)), below))
+    factor = e.emit("Concat", *columns, axis=-1)
+    return factor, e.emit("Squeeze", info, e.const(_i64([-2, -1])))
+
+
+def solve_triangular(e: Emitter, a: Value, b: Value, *, lower: bool, unit_diagonal: bool = False) -> Value:
+    """x with ``a`` x = ``b`` for a triangular ``a`` [..., n, n] (only its ``lower`` or upper
+    triangle read; its diagonal taken as ones with ``unit_diagonal``) and ``b`` [..., n, m]:
+    substitution row by row, from the top for a lower ``a``, from the bottom for an upper one."""
+    n = _side(a)
+    rows: dict[int, Value] = {}
+    order = range(n) if lower else range(n - 1, -1, -1)
+    for i in order:
+        r = _block(e, b, (i, i + 1), (0, 2**62))  # [..., 1, m]
+        known = sorted(rows)
+        if known:
+            lo, hi = known[0], known[-1] + 1
+            coeffs = _block(e, a, (i, i + 1), (lo, hi))  # [..., 1, k]
+            solved = e.emit("Concat", *(rows[k] for k in range(lo, hi)), axis=-2)  # [..., k, m]
+            r = e.emit("Sub", r, e.emit("MatMul", coeffs, solved))
+        if not unit_diagonal:
+            r = e.emit("Div", r, _block(e, a, (i, i + 1), (i, i + 1)))
+        rows[i] = r
+    return e.emit("Concat", *(rows[i] for i in range(n)), axis=-2)

@@ -326,3 +326,15 @@ def test_cholesky_and_triangular_solve_match_jit():
     args = (spd, bad, t, b)
     assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+def test_lu_matches_jit_with_pivots_and_permutation():
+    def f(a, wide, m):  # solve and inv on one matrix: over a batch, jnp permutes through batched gathers
+        return (*lax.linalg.lu(a), *lax.linalg.lu(wide), jnp.linalg.det(a), jnp.linalg.solve(m, m[:, :2]),
+                jnp.linalg.inv(m))  # fmt: skip
+
+    a = RNG.normal(size=(2, 5, 5)).astype(np.float32)
+    wide = RNG.normal(size=(3, 6)).astype(np.float32)
+    m = RNG.normal(size=(4, 4)).astype(np.float32)
+    assert_matches(from_jax(f, a, wide, m), [a, wide, m], _flat(jax.jit(f)(a, wide, m)),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -432,3 +432,27 @@ def test_cholesky_and_triangular_solves_match_eager():
     args = (spd, t, b, rhs)
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _LU(torch.nn.Module):
+    def forward(self, a, wide, tall, b, singular):
+        lu, piv = torch.linalg.lu_factor(a)
+        p, low, up = torch.linalg.lu(wide)
+        return (lu, piv, p, low, up, *torch.linalg.lu_factor_ex(tall), *torch.lu_unpack(lu, piv),
+                torch.linalg.inv(a), torch.linalg.solve(a, b), torch.linalg.solve(a[0], b[0, :, 0]),
+                torch.linalg.det(a), *torch.linalg.slogdet(a), torch.linalg.det(singular),
+                torch.linalg.lu_factor_ex(singular).info,
+                torch.linalg.lu_solve(lu, piv, b), torch.linalg.lu_solve(lu, piv, b, adjoint=True),
+                torch.linalg.lu_solve(lu, piv, b.mT, left=False),
+                torch.linalg.lu_solve(lu, piv, b.mT, left=False, adjoint=True))  # fmt: skip
+
+
+def test_lu_family_matches_eager_pivots_and_all():
+    a = torch.randn(3, 5, 5)
+    wide, tall = torch.randn(2, 3, 5), torch.randn(6, 4)
+    b = torch.randn(3, 5, 2)
+    singular = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    module = _LU()
+    args = (a, wide, tall, b, singular)
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -723,6 +723,17 @@ def _triangular_solve(cx, a, b, *, left_side, lower, transpose_a, conjugate_a=Fa
     return cx.typed("Identity", x)
 
 
+@prim("lu")
+def _lu(cx, a, **_):
+    """(packed LU, pivots, permutation) as XLA's CPU gives them (LAPACK's getrf, 0-based)."""
+    packed, pivots, perm = linalg.lu(cx, cx.value(a))
+    from .jax import aval_type
+
+    packed = cx.emit("Identity", packed)
+    packed.type = aval_type(cx.out_avals[0])
+    return [packed, _cast_out(cx, pivots, 1), _cast_out(cx, perm, 2)]
+
+
 def _typed_like(v: Value, like: Value) -> Value:
     """``v`` typed as ``like`` (a square matrix transposed keeps its type)."""
     v.type = like.type
@@ -979,6 +990,18 @@ def _call(cx, *args, **params):
     jaxpr = getattr(closed, "jaxpr", closed)
     n = len(jaxpr.invars)
     outs = cx.inline(closed, list(args)[-n:] if len(args) > n else list(args))
+    return outs if len(cx.eqn.outvars) != 1 else outs[0]
+
+
+@prim("custom_linear_solve")
+def _custom_linear_solve(cx, *args, const_lengths, jaxprs, **_):
+    """The forward solve: the ``solve`` jaxpr on its constants and the right-hand side (the other
+    jaxprs serve differentiation)."""
+    lengths = list(const_lengths)
+    start = sum(lengths[:2])  # matvec's and vecmat's constants come first
+    consts = list(args[start : start + lengths[2]])
+    b = list(args[sum(lengths) :])
+    outs = cx.inline(jaxprs.solve, consts + b)
     return outs if len(cx.eqn.outvars) != 1 else outs[0]
 
 

@@ -92,3 +92,47 @@ def solve_triangular(e: Emitter, a: Value, b: Value, *, lower: bool, unit_diagon
             r = e.emit("Div", r, _block(e, a, (i, i + 1), (i, i + 1)))
         rows[i] = r
     return e.emit("Concat", *(rows[i] for i in range(n)), axis=-2)
+
+
+def lu(e: Emitter, a: Value) -> tuple[Value, Value, Value]:
+    """Gaussian elimination with partial pivoting (LAPACK's ``getrf``) of ``a`` [..., m, n]: the
+    packed factors (L's multipliers below the diagonal, its unit diagonal implied, U on and above
+    it), the pivot row chosen at each of the min(m, n) steps (int64, 0-based: the first row of
+    largest magnitude, as ``idamax`` picks) and the resulting row permutation (int64 [..., m]),
+    so that ``a[perm] = L U``.  A zero pivot leaves its column undivided, as ``getf2`` does."""
+    shape = a.type.shape if a.type is not None else None
+    if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape):
+        raise NotMapped("an LU factorization of a matrix of symbolic size")
+    m, n = shape[-2], shape[-1]
+    if min(m, n) > MAX_UNROLLED:
+        raise NotMapped(f"an LU factorization with more than {MAX_UNROLLED} steps (unrolled)")
+    if a.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"linear algebra in {a.type.dtype.name}")
+    dtype = to_numpy(a.type.dtype)
+    batch = tuple(shape[:-2])
+    rows = e.const(np.arange(m, dtype=np.int64).reshape(m, 1))
+    perm = e.emit("Expand", rows, e.const(_i64((*batch, m, 1))))
+    full = e.const(_i64(shape))
+    pivots = []
+    zero = e.const(np.asarray(0, dtype))
+    for j in range(min(m, n)):
+        column = e.emit("Abs", _block(e, a, (j, m), (j, j + 1)))  # [..., m - j, 1]
+        pivot_row = e.emit("Add", e.emit("ArgMax", column, axis=-2, keepdims=1), e.const(np.asarray(j, np.int64)))
+        pivots.append(pivot_row)
+        here = e.const(np.asarray(j, np.int64))
+        swap = e.emit("Where", e.emit("Equal", rows, here), pivot_row,
+                      e.emit("Where", e.emit("Equal", rows, pivot_row), here, rows))  # [..., m, 1]  # fmt: skip
+        a = e.emit("GatherElements", a, e.emit("Expand", swap, full), axis=-2)
+        perm = e.emit("GatherElements", perm, swap, axis=-2)
+        if j == m - 1:
+            break
+        pivot = _block(e, a, (j, j + 1), (j, j + 1))  # [..., 1, 1]
+        below = _block(e, a, (j + 1, m), (0, n))  # [..., m - j - 1, n]
+        divisor = e.emit("Where", e.emit("Equal", pivot, zero), e.const(np.asarray(1, dtype)), pivot)
+        factors = e.emit("Div", _block(e, below, (0, m - j - 1), (j, j + 1)), divisor)
+        right = e.emit("Mul", _block(e, a, (j, j + 1), (0, n)), e.const((np.arange(n) > j).astype(dtype)))
+        below = e.emit("Sub", below, e.emit("Mul", factors, right))
+        below = e.emit("Where", e.const(np.arange(n) == j), factors, below)
+        a = e.emit("Concat", _block(e, a, (0, j + 1), (0, n)), below, axis=-2)
+    pivots_v = e.emit("Concat", *pivots, axis=-1) if len(pivots) > 1 else pivots[0]  # [..., 1, k]
+    return a, e.emit("Squeeze", pivots_v, e.const(_i64([-2]))), e.emit("Squeeze", perm, e.const(_i64([-1])))

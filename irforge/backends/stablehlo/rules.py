@@ -480,7 +480,7 @@ def _gather_elements(node, args):
 @rule("GatherND")
 def _gather_nd(node, args):
     jnp = _jnp()
-    x, idx = args
+    x, idx = jnp.asarray(args[0]), args[1]  # a constant's numpy array cannot be indexed by traced indices
     b = node.attr("batch_dims", 0)
     k = idx.shape[-1]
     dims = jnp.asarray(x.shape[b : b + k], dtype=idx.dtype)

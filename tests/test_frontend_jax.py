@@ -338,3 +338,14 @@ def test_lu_matches_jit_with_pivots_and_permutation():
     m = RNG.normal(size=(4, 4)).astype(np.float32)
     assert_matches(from_jax(f, a, wide, m), [a, wide, m], _flat(jax.jit(f)(a, wide, m)),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+def test_qr_matches_jit_with_lapack_signs():
+    def f(tall, wide):
+        return (*lax.linalg.qr(tall, full_matrices=False), *lax.linalg.qr(tall, full_matrices=True),
+                *lax.linalg.qr(wide, full_matrices=False))  # fmt: skip
+
+    tall = RNG.normal(size=(2, 5, 3)).astype(np.float32)
+    wide = RNG.normal(size=(3, 6)).astype(np.float32)
+    assert_matches(from_jax(f, tall, wide), [tall, wide], _flat(jax.jit(f)(tall, wide)),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -456,3 +456,23 @@ def test_lu_family_matches_eager_pivots_and_all():
     args = (a, wide, tall, b, singular)
     assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _QR(torch.nn.Module):
+    def forward(self, tall, wide, zero_col):
+        q, r = torch.linalg.qr(tall)
+        qc, rc = torch.linalg.qr(wide, mode="complete")
+        packed, tau = torch.geqrf(tall)
+        return (q, r, qc, rc, torch.linalg.qr(tall, mode="r")[1], packed, tau,
+                torch.linalg.householder_product(packed, tau), *torch.linalg.qr(zero_col))  # fmt: skip
+
+
+def test_qr_matches_eager_with_lapack_signs():
+    tall, wide = torch.randn(2, 6, 4), torch.randn(3, 5)
+    zero_col = torch.randn(4, 3)
+    zero_col[1:, 0] = 0.0  # nothing below the first pivot: no reflection there (tau 0)
+    zero_col[0, 0] = -2.0
+    module = _QR()
+    args = (tall, wide, zero_col)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -734,6 +734,29 @@ def _lu(cx, a, **_):
     return [packed, _cast_out(cx, pivots, 1), _cast_out(cx, perm, 2)]
 
 
+@prim("qr")
+def _qr(cx, a, *, full_matrices, pivoting=False, **_):
+    """Householder QR with LAPACK's reflectors (geqrf, orgqr), as XLA's CPU computes it."""
+    if pivoting:
+        raise NotMapped("QR with column pivoting")
+    a = cx.value(a)
+    shape = linalg.static_matrix(a, "a QR factorization")
+    m, n = shape[-2:]
+    k = min(m, n)
+    packed, taus = linalg.householder_qr(cx, a)
+    packed.type = a.type
+    q = linalg.householder_product(cx, packed, taus, k, m if full_matrices else k, shape)
+    r_rows = m if full_matrices else k
+    top = cx.emit("Slice", packed, cx.const(_i64([0])), cx.const(_i64([r_rows])), cx.const(_i64([-2])))
+    r = cx.emit("Mul", top, cx.const(np.triu(np.ones((r_rows, n), to_numpy(cx.dtype(a))))))
+    from .jax import aval_type
+
+    outs = [cx.emit("Identity", q), cx.emit("Identity", r)]
+    for o, aval in zip(outs, cx.out_avals, strict=True):
+        o.type = aval_type(aval)
+    return outs
+
+
 def _typed_like(v: Value, like: Value) -> Value:
     """``v`` typed as ``like`` (a square matrix transposed keeps its type)."""
     v.type = like.type

@@ -136,3 +136,68 @@ def lu(e: Emitter, a: Value) -> tuple[Value, Value, Value]:
         a = e.emit("Concat", _block(e, a, (0, j + 1), (0, n)), below, axis=-2)
     pivots_v = e.emit("Concat", *pivots, axis=-1) if len(pivots) > 1 else pivots[0]  # [..., 1, k]
     return a, e.emit("Squeeze", pivots_v, e.const(_i64([-2]))), e.emit("Squeeze", perm, e.const(_i64([-1])))
+
+
+def static_matrix(a: Value, what: str) -> tuple[int, ...]:
+    shape = a.type.shape if a.type is not None else None
+    if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape):
+        raise NotMapped(f"{what} of a matrix of symbolic size")
+    if min(shape[-2:]) > MAX_UNROLLED:
+        raise NotMapped(f"{what} with more than {MAX_UNROLLED} steps (unrolled)")
+    if a.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"linear algebra in {a.type.dtype.name}")
+    return tuple(shape)
+
+
+def householder_qr(e: Emitter, a: Value) -> tuple[Value, Value]:
+    """LAPACK's ``geqrf`` of ``a`` [..., m, n]: R on and above the diagonal, each reflector's
+    vector below it (its leading 1 implied), and the reflectors' scales tau [..., min(m, n)].
+    Each reflector is ``dlarfg``'s: beta = -sign(alpha) * |(alpha, x)|, none where x is zero, so
+    R's diagonal carries LAPACK's signs."""
+    *batch, m, n = static_matrix(a, "a QR factorization")
+    rank = len(batch) + 2
+    dtype = to_numpy(a.type.dtype)
+    rows = np.arange(m).reshape(m, 1)
+    cols = np.arange(n)
+    zero, one = e.const(np.asarray(0, dtype)), e.const(np.asarray(1, dtype))
+    taus = []
+    for k in range(min(m, n)):
+        column = _block(e, a, (0, m), (k, k + 1))  # [..., m, 1]
+        alpha = _block(e, column, (k, k + 1), (0, 1))  # [..., 1, 1]
+        x = e.emit("Mul", column, e.const((rows > k).astype(dtype)))
+        norm = e.emit("Sqrt", e.emit("ReduceSum", e.emit("Mul", x, x), e.const(_i64([-2])), keepdims=1))
+        reflects = e.emit("Not", e.emit("Equal", norm, zero))
+        sign = e.emit("Where", e.emit("Less", alpha, zero), e.const(np.asarray(-1, dtype)), one)
+        beta = e.emit("Mul", e.emit("Neg", sign), e.emit("Sqrt", e.emit("Add", e.emit("Mul", alpha, alpha),
+                                                                       e.emit("Mul", norm, norm))))  # fmt: skip
+        safe_beta = e.emit("Where", reflects, beta, one)
+        tau = e.emit("Where", reflects, e.emit("Div", e.emit("Sub", beta, alpha), safe_beta), zero)
+        gap = e.emit("Where", reflects, e.emit("Sub", alpha, beta), one)
+        v = e.emit("Add", e.emit("Div", x, gap), e.const((rows == k).astype(dtype)))  # [..., m, 1], v[k] = 1
+        # the trailing columns: (I - tau v vᵀ) a
+        w = e.emit("MatMul", transpose(e, v, rank), a)  # [..., 1, n]
+        updated = e.emit("Sub", a, e.emit("Mul", e.emit("Mul", tau, v), w))
+        stored = e.emit("Where", e.const(rows == k), e.emit("Where", reflects, beta, alpha),
+                        e.emit("Where", e.const(rows > k), v, column))  # fmt: skip
+        a = e.emit("Where", e.const(cols == k), stored, e.emit("Where", e.const(cols > k), updated, a))
+        taus.append(e.emit("Squeeze", tau, e.const(_i64([-1]))))  # [..., 1]
+    tau_v = e.emit("Concat", *taus, axis=-1) if len(taus) > 1 else taus[0]
+    return a, tau_v
+
+
+def householder_product(e: Emitter, packed: Value, taus: Value, count: int, columns: int,
+                         shape: tuple[int, ...]) -> Value:  # fmt: skip
+    """LAPACK's ``orgqr``: the first ``columns`` columns of H_0 H_1 ... H_{count-1}, reflector j
+    stored below the diagonal of column j of ``packed`` [..., m, n], its scale at ``taus`` [..., j]."""
+    *batch, m, _ = shape
+    rank = len(batch) + 2
+    dtype = to_numpy(packed.type.dtype)
+    rows = np.arange(m).reshape(m, 1)
+    q = e.emit("Expand", e.const(np.eye(m, columns, dtype=dtype)), e.const(_i64((*batch, m, columns))))
+    for j in range(count - 1, -1, -1):
+        column = _block(e, packed, (0, m), (j, j + 1))
+        v = e.emit("Add", e.emit("Mul", column, e.const((rows > j).astype(dtype))), e.const((rows == j).astype(dtype)))
+        tau = e.emit("Unsqueeze", e.emit("Gather", taus, e.const(_i64([j])), axis=-1), e.const(_i64([-1])))
+        w = e.emit("MatMul", transpose(e, v, rank), q)  # [..., 1, columns]
+        q = e.emit("Sub", q, e.emit("Mul", e.emit("Mul", tau, v), w))
+    return q

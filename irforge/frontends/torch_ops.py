@@ -2457,6 +2457,44 @@ def _lu_solve(cx, packed, pivots, b, *, left=True, adjoint=False):
     return cx.emit_typed("Identity", solve(cx, lower, upper, perm, b))
 
 
+@aten("linalg_qr.default")
+def _linalg_qr(cx, a, mode="reduced"):
+    """Householder QR with LAPACK's reflectors (so R's signs are LAPACK's): Q m-by-k ("reduced"),
+    m-by-m ("complete") or empty ("r")."""
+    a = cx.tensor(a)
+    shape = linalg.static_matrix(a, "a QR factorization")
+    m, n = shape[-2:]
+    k = min(m, n)
+    packed, taus = linalg.householder_qr(cx, a)
+    packed = _typed(packed, cx.dtype(a), shape)
+    r_rows = m if mode == "complete" else k
+    top = cx.emit("Slice", packed, cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([r_rows], np.int64)),
+                  cx.const(np.asarray([-2], np.int64)))  # fmt: skip
+    r = cx.emit("Mul", top, cx.const(np.triu(np.ones((r_rows, n), to_numpy(cx.dtype(a))))))
+    if mode == "r":
+        q = cx.const(np.zeros((0,), to_numpy(cx.dtype(a))))
+    else:
+        q = linalg.householder_product(cx, packed, taus, k, m if mode == "complete" else k, shape)
+    return _outputs(cx, q, r)
+
+
+@aten("geqrf.default")
+def _geqrf(cx, a):
+    a = cx.tensor(a)
+    packed, taus = linalg.householder_qr(cx, a)
+    return _outputs(cx, packed, taus)
+
+
+@aten("linalg_householder_product.default")
+def _householder_product(cx, a, tau):
+    a, tau = cx.tensor(a), cx.tensor(tau)
+    shape = linalg.static_matrix(a, "householder_product")
+    count = cx.shape(tau)[-1]
+    if not isinstance(count, int):
+        raise NotMapped("householder_product with a symbolic number of reflectors")
+    return cx.emit_typed("Identity", linalg.householder_product(cx, a, tau, count, shape[-1], shape))
+
+
 _PAIRWISE_LIMIT = 1 << 26
 """Most elements of the pairwise comparison ``cummax``/``cummin`` builds for their indices."""
 

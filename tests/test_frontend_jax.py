@@ -349,3 +349,18 @@ def test_qr_matches_jit_with_lapack_signs():
     wide = RNG.normal(size=(3, 6)).astype(np.float32)
     assert_matches(from_jax(f, tall, wide), [tall, wide], _flat(jax.jit(f)(tall, wide)),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+def test_vmapped_gathers_and_scatters_index_their_batching_dims():
+    def f(x, i, v, a):
+        pick = jax.vmap(lambda row, j: row[j])(x, i)  # a gather per row: operand and index batching dims
+        put = jax.vmap(lambda row, j, u: row.at[j].add(u))(x, i, v)
+        setr = jax.vmap(lambda row, j: row.at[j].set(-1.0))(x, i)
+        return pick, put, setr, jnp.linalg.solve(a, a[..., :2]), jnp.linalg.inv(a)
+
+    x = RNG.normal(size=(4, 6)).astype(np.float32)
+    i = np.array([0, 5, 2, 2], np.int32)
+    v = RNG.normal(size=(4,)).astype(np.float32)
+    a = RNG.normal(size=(3, 4, 4)).astype(np.float32)
+    model = from_jax(f, x, i, v, a)
+    assert_matches(model, [x, i, v, a], _flat(jax.jit(f)(x, i, v, a)), backends=("reference", "onnxruntime", "xla"))

@@ -941,6 +941,27 @@ def _reduce_window_sum(cx, x, *, window_dimensions, window_strides, padding, bas
 # -- gather ----------------------------------------------------------------------------------------
 
 
+def _batching_as_indices(cx, idx: Value, operand_batching, index_batching) -> tuple[Value, list[int]]:
+    """Batching dims (vmap's) as explicit index components: operand axis ``operand_batching[i]``
+    is indexed by the position along index axis ``index_batching[i]``, an iota appended to each
+    index vector.  Returns the extended indices and the operand axes the new components index."""
+    operand_batching, index_batching = list(operand_batching or ()), list(index_batching or ())
+    if not operand_batching:
+        return idx, []
+    ishape = cx.shape(idx)
+    if not all(isinstance(d, int) for d in ishape[:-1]):
+        raise NotMapped("batching dims over symbolic index sizes")
+    batch_shape = tuple(ishape[:-1])
+    parts = [cx.emit("Cast", idx, to=int(DataType.INT64))]
+    for axis in index_batching:
+        along = [-1 if d == axis else 1 for d in range(len(batch_shape))]
+        iota = np.arange(batch_shape[axis], dtype=np.int64).reshape(along)
+        parts.append(cx.const(np.broadcast_to(iota, batch_shape)[..., None].copy()))
+    extended = cx.emit("Concat", *parts, axis=-1)
+    extended.type = TensorType(DataType.INT64, (*batch_shape, ishape[-1] + len(index_batching)))
+    return extended, operand_batching
+
+
 @prim("gather")
 def _gather(cx, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_value=None, **_):
     """The gathers ``x[idx]``, ``jnp.take`` and ``take_along_axis`` make: every indexed axis takes a
@@ -950,10 +971,12 @@ def _gather(cx, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_
     x, idx = cx.value(operand), cx.value(indices)
     shape = cx.shape(x)
     rank = len(shape)
-    smap = list(dn.start_index_map)
-    if getattr(dn, "operand_batching_dims", ()) or getattr(dn, "start_indices_batching_dims", ()):
-        raise NotMapped("gather with batching dims")
-    if sorted(dn.collapsed_slice_dims) != sorted(smap) or any(slice_sizes[d] != 1 for d in smap):
+    idx, batched = _batching_as_indices(cx, idx, getattr(dn, "operand_batching_dims", ()),
+                                        getattr(dn, "start_indices_batching_dims", ()))  # fmt: skip
+    indices = idx if batched else indices
+    smap = list(dn.start_index_map) + batched
+    collapsed = list(dn.collapsed_slice_dims) + batched
+    if not set(collapsed) <= set(smap) or any(slice_sizes[d] != 1 for d in smap):
         raise NotMapped("gather of windows wider than one element along an indexed axis")
     rest = [d for d in range(rank) if d not in smap]
     partial = [d for d in rest if slice_sizes[d] != shape[d]]
@@ -987,8 +1010,13 @@ def _gather(cx, operand, indices, *, dimension_numbers, slice_sizes, mode, fill_
         mask = cx.emit("Reshape", inside, cx.emit("Concat", cx.emit("Shape", inside),
                                                   cx.const(_i64([1] * len(rest))), axis=0))  # fmt: skip
         y = cx.emit("Where", mask, y, cx.value(fill, cx.dtype(x)))
-    # output: the rest axes sit at offset_dims, the batch axes fill the others in order
-    out_rank = batch_rank + len(rest)
+    # an indexed axis that is not collapsed stays as a size-1 window axis, among the rest in order
+    kept = [d for d in range(rank) if d not in collapsed]
+    ones = [batch_rank + i for i, d in enumerate(kept) if d in smap]
+    if ones:
+        y = cx.emit("Unsqueeze", y, cx.const(_i64(ones)))
+    # output: the window axes sit at offset_dims, the batch axes fill the others in order
+    out_rank = batch_rank + len(kept)
     offsets = list(dn.offset_dims)
     batch_pos = [d for d in range(out_rank) if d not in offsets]
     order = [0] * out_rank
@@ -1175,10 +1203,10 @@ def _scatter(cx, operand, indices, updates, *, dimension_numbers, mode, **_):
     dn = dimension_numbers
     reduction = _SCATTER[cx.eqn.primitive.name]
     x, idx, upd = cx.value(operand), cx.value(indices), cx.value(updates)
-    if getattr(dn, "operand_batching_dims", ()) or getattr(dn, "scatter_indices_batching_dims", ()):
-        raise NotMapped("scatter with batching dims")
-    smap = list(dn.scatter_dims_to_operand_dims)
-    if sorted(dn.inserted_window_dims) != sorted(smap):
+    idx, batched = _batching_as_indices(cx, idx, getattr(dn, "operand_batching_dims", ()),
+                                        getattr(dn, "scatter_indices_batching_dims", ()))  # fmt: skip
+    smap = list(dn.scatter_dims_to_operand_dims) + batched
+    if sorted(list(dn.inserted_window_dims) + batched) != sorted(smap):
         raise NotMapped("scatter of windows wider than one element along an indexed axis")
     if reduction != "none" and cx.dtype(x) == DataType.BOOL:
         raise NotMapped("a combining scatter of booleans")

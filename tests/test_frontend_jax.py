@@ -364,3 +364,19 @@ def test_vmapped_gathers_and_scatters_index_their_batching_dims():
     a = RNG.normal(size=(3, 4, 4)).astype(np.float32)
     model = from_jax(f, x, i, v, a)
     assert_matches(model, [x, i, v, a], _flat(jax.jit(f)(x, i, v, a)), backends=("reference", "onnxruntime", "xla"))
+
+
+def test_max_pool_gradients_select_and_scatter_and_gather_match_jit():
+    def pool(x):
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+
+    def f(x, t):
+        grad = jax.grad(lambda x: (pool(x) * jnp.arange(1.0, 1.0 + pool(x).size).reshape(pool(x).shape)).sum())(x)
+        _, tangent = jax.jvp(pool, (x,), (t,))
+        return grad, tangent
+
+    x = RNG.normal(size=(2, 7, 6, 3)).astype(np.float32)
+    t = RNG.normal(size=x.shape).astype(np.float32)
+    model = from_jax(f, x, t)
+    assert {"select_and_scatter_add", "select_and_gather_add"} <= {n.metadata.get("framework_op") for n in model.graph}
+    assert_matches(model, [x, t], _flat(jax.jit(f)(x, t)), backends=("reference", "onnxruntime", "xla"))

@@ -499,23 +499,33 @@ def _logical(cx, op: str, x: Value) -> tuple[str, Value]:
     return op, x
 
 
-@prim("reduce")
-def _reduce_generic(cx, *args, jaxpr, dimensions, **_):
+def _reduction_operands(cx, args, jaxpr):
+    """Per operand of a generic reduction: its dtype, the element-wise ONNX op and the reduction of
+    its computation, and the operand and initial value as those ops take them (booleans as int32)."""
     n = len(args) // 2
-    outs = []
-    for k, (combine, reduction) in enumerate(_combiners(jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr, n)):
+    for k, (combine, reduction) in enumerate(_combiners(getattr(jaxpr, "jaxpr", jaxpr), n)):
         x, init = cx.value(args[k]), cx.value(args[k + n])
-        dtype = cx.dtype(x)
-        combine, xi = _logical(cx, combine, x)
-        _, init_i = _logical(cx, combine, init)
-        y = cx.emit(reduction, xi, cx.const(_i64(dimensions)), keepdims=0) if dimensions else xi
-        y = cx.emit(combine, init_i, y)  # the initial value enters once, as on XLA's CPU
-        outs.append(cx.emit("Cast", y, to=int(dtype)) if dtype == DataType.BOOL else y)
+        op, xi = _logical(cx, combine, x)
+        xi.type = TensorType(DataType.INT32 if cx.dtype(x) == DataType.BOOL else cx.dtype(x), tuple(cx.shape(x)))
+        yield cx.dtype(x), op, reduction, xi, _logical(cx, combine, init)[1]
+
+
+def _reduction_results(cx, results: list[tuple[DataType, Value]]) -> list[Value]:
     from .jax import aval_type
 
+    outs = [cx.emit("Cast", y, to=int(dtype)) if dtype == DataType.BOOL else y for dtype, y in results]
     for o, a in zip(outs, cx.out_avals, strict=True):
         o.type = aval_type(a)
     return outs
+
+
+@prim("reduce")
+def _reduce_generic(cx, *args, jaxpr, dimensions, **_):
+    results = []
+    for dtype, op, reduction, x, init in _reduction_operands(cx, args, jaxpr):
+        y = cx.emit(reduction, x, cx.const(_i64(dimensions)), keepdims=0) if dimensions else x
+        results.append((dtype, cx.emit(op, init, y)))  # the initial value enters once, as on XLA's CPU
+    return _reduction_results(cx, results)
 
 
 @prim("reduce_window")
@@ -527,24 +537,14 @@ def _reduce_window_generic(cx, *args, jaxpr, consts=(), window_dimensions, windo
         raise NotMapped("reduce_window with constants in its computation")
     if any(d != 1 for d in base_dilation):
         raise NotMapped("reduce_window with base dilation")
-    n = len(args) // 2
-    outs = []
-    for k, (combine, _) in enumerate(_combiners(jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr, n)):
-        x, init = cx.value(args[k]), cx.value(args[k + n])
-        dtype = cx.dtype(x)
-        op, xi = _logical(cx, combine, x)
-        _, init_i = _logical(cx, combine, init)
-        xi.type = TensorType(cx.dtype(xi) if xi.type is not None else DataType.INT32, tuple(cx.shape(x)))
-        pieces, _, _ = _window_pieces(cx, xi, init_i, window_dimensions, window_strides, padding, window_dilation)
-        acc = init_i
+    results = []
+    for dtype, op, _, x, init in _reduction_operands(cx, args, jaxpr):
+        pieces, _, _ = _window_pieces(cx, x, init, window_dimensions, window_strides, padding, window_dilation)
+        acc = init
         for _, piece in pieces:
             acc = cx.emit(op, acc, piece)
-        outs.append(cx.emit("Cast", acc, to=int(dtype)) if dtype == DataType.BOOL else acc)
-    from .jax import aval_type
-
-    for o, a in zip(outs, cx.out_avals, strict=True):
-        o.type = aval_type(a)
-    return outs
+        results.append((dtype, acc))
+    return _reduction_results(cx, results)
 
 
 @prim("argmax", "argmin")

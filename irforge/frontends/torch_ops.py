@@ -614,10 +614,7 @@ def _kthvalue(cx, x, k, dim=-1, keepdim=False):
     for v in smallest.outputs:
         picked = cx.emit("Gather", v, last, axis=axis)
         outs.append(picked if keepdim else cx.emit("Squeeze", picked, cx.const(np.asarray([axis], np.int64))))
-    types = [cx.meta_type(v) for v in cx.val]
-    for o, t in zip(outs, types, strict=True):
-        o.type = t
-    return tuple(outs)
+    return _outputs(cx, *outs)
 
 
 def _count_below(cx, boundaries: Value, x: Value, right: bool, out_int32: bool) -> Value:
@@ -1779,38 +1776,33 @@ def _addbmm(cx, bias, a, b, *, beta=1, alpha=1):
     return _scaled_sum(cx, prod, bias, alpha, beta)
 
 
-@aten("diagonal.default", "diagonal_copy.default")
-def _diagonal(cx, x, offset=0, dim1=0, dim2=1):
+def _diagonal_positions(cx, x, offset: int, dim1: int, dim2: int) -> tuple[list[int], np.ndarray]:
+    """The axis order that puts ``dim1`` and ``dim2`` first, and the (row, column) positions of
+    the diagonal at ``offset`` in those two axes."""
     shape = cx.shape(x)
     rank = len(shape)
     d1, d2 = _axis(dim1, rank), _axis(dim2, rank)
     n1, n2 = shape[d1], shape[d2]
     if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise NotMapped("diagonal of symbolic size")
+        raise NotMapped("a diagonal of symbolic size")
     rows = np.arange(max(0, -offset), max(max(0, -offset), min(n1, n2 - offset)))
-    cols = rows + offset
-    rest = [d for d in range(rank) if d not in (d1, d2)]
-    t = cx.emit("Transpose", x, perm=[d1, d2, *rest])
-    idx = np.stack([rows, cols], axis=-1).astype(np.int64)
-    y = cx.emit("GatherND", t, cx.const(idx))  # [n, rest...]
-    return cx.emit_typed("Transpose", y, perm=[*range(1, len(rest) + 1), 0])
+    positions = np.stack([rows, rows + offset], -1).astype(np.int64)
+    return [d1, d2, *(d for d in range(rank) if d not in (d1, d2))], positions
+
+
+@aten("diagonal.default", "diagonal_copy.default")
+def _diagonal(cx, x, offset=0, dim1=0, dim2=1):
+    perm, idx = _diagonal_positions(cx, x, offset, dim1, dim2)
+    y = cx.emit("GatherND", cx.emit("Transpose", x, perm=perm), cx.const(idx))  # [n, rest...]
+    return cx.emit_typed("Transpose", y, perm=[*range(1, len(perm) - 1), 0])
 
 
 @aten("diagonal_scatter.default")
 def _diagonal_scatter(cx, x, src, offset=0, dim1=0, dim2=1):
-    shape = cx.shape(x)
-    rank = len(shape)
-    d1, d2 = _axis(dim1, rank), _axis(dim2, rank)
-    n1, n2 = shape[d1], shape[d2]
-    if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise NotMapped("diagonal_scatter of symbolic size")
-    rows = np.arange(max(0, -offset), max(max(0, -offset), min(n1, n2 - offset)))
-    idx = np.stack([rows, rows + offset], axis=-1).astype(np.int64)
-    rest = [d for d in range(rank) if d not in (d1, d2)]
-    perm = [d1, d2, *rest]
-    t = cx.emit("Transpose", x, perm=perm)
-    updates = cx.emit("Transpose", cx.tensor(src, cx.dtype(x)), perm=[len(rest), *range(len(rest))])  # [n, rest...]
-    y = cx.emit("ScatterND", t, cx.const(idx), updates)
+    perm, idx = _diagonal_positions(cx, x, offset, dim1, dim2)
+    rest = len(perm) - 2
+    updates = cx.emit("Transpose", cx.tensor(src, cx.dtype(x)), perm=[rest, *range(rest)])  # [n, rest...]
+    y = cx.emit("ScatterND", cx.emit("Transpose", x, perm=perm), cx.const(idx), updates)
     return cx.emit_typed("Transpose", y, perm=[int(i) for i in np.argsort(perm)])
 
 
@@ -2016,34 +2008,18 @@ def _log_normal(cx, x, mean=1.0, std=2.0, *, generator=None):
     return cx.emit_typed("Exp", _draw(cx, "RandomNormal", cx.out_shape, cx.out_dtype, mean=mean, scale=std))
 
 
-def _randint(cx, low, high) -> Value:
-    """Integers uniform in [low, high): the floor of a float64 draw scaled to the range."""
+@aten("randint.default", "randint.low", "randint_like.default", "randint_like.low_dtype")
+def _randint(cx, *args, **kw):
+    """Integers uniform in [low, high) (low 0 where only high is given): the floor of a float64
+    draw scaled to the range."""
+    bounds = [a for a in args if not isinstance(a, (Value, list, tuple))]
+    low, high = (0, *bounds) if len(bounds) == 1 else bounds
     if not isinstance(low, int) or not isinstance(high, int):
         raise NotMapped("randint with symbolic bounds")
     draw = _draw(cx, "RandomUniform", cx.out_shape, DataType.DOUBLE)
     value = cx.emit("Floor", cx.emit("Mul", draw, cx.tensor(float(high - low), DataType.DOUBLE)))
     value = cx.emit("Min", value, cx.tensor(float(high - low - 1), DataType.DOUBLE))  # a draw rounded up to 1
     return cx.emit_typed("Cast", cx.emit("Add", value, cx.tensor(float(low), DataType.DOUBLE)), to=int(cx.out_dtype))
-
-
-@aten("randint.default")
-def _randint_high(cx, high, size, **kw):
-    return _randint(cx, 0, high)
-
-
-@aten("randint.low")
-def _randint_low(cx, low, high, size, **kw):
-    return _randint(cx, low, high)
-
-
-@aten("randint_like.default")
-def _randint_like(cx, x, high, **kw):
-    return _randint(cx, 0, high)
-
-
-@aten("randint_like.low_dtype")
-def _randint_like_low(cx, x, low, high, **kw):
-    return _randint(cx, low, high)
 
 
 @aten("cumprod.default")
@@ -2120,11 +2096,7 @@ def _median_dim(cx, x, dim, keepdim=False):
     outs = _median_along(cx, x, axis, "nanmedian" in str(cx.fx.target))
     if not keepdim:
         outs = tuple(cx.emit("Squeeze", o, cx.const(np.asarray([axis], np.int64))) for o in outs)
-    types = [cx.meta_type(v) for v in cx.val]
-    outs = tuple(cx.emit("Identity", o) for o in outs)
-    for o, t in zip(outs, types, strict=True):
-        o.type = t
-    return outs
+    return _outputs(cx, *outs)
 
 
 def _square(cx, a: Value, transposed: bool = False) -> Value:
@@ -2170,12 +2142,7 @@ def _factor(cx, a: Value, upper: bool) -> tuple[Value, Value]:
 
 @aten("linalg_cholesky_ex.default")
 def _cholesky_ex(cx, a, *, upper=False, check_errors=False):
-    factor, info = _factor(cx, cx.tensor(a), upper)
-    types = [cx.meta_type(v) for v in cx.val]
-    outs = cx.emit("Identity", factor), cx.emit("Identity", info)
-    for o, t in zip(outs, types, strict=True):
-        o.type = t
-    return outs
+    return _outputs(cx, *_factor(cx, cx.tensor(a), upper))
 
 
 @aten("cholesky.default")
@@ -2199,12 +2166,7 @@ def _linalg_solve_triangular(cx, a, b, *, upper, left=True, unitriangular=False)
 def _triangular_solve(cx, b, a, upper=True, transpose=False, unitriangular=False):
     a, b = cx.tensor(a), cx.tensor(b)
     lower = upper if transpose else not upper
-    x = _solve(cx, a, b, lower=lower, transposed=transpose, unit=unitriangular)
-    types = [cx.meta_type(v) for v in cx.val]
-    outs = cx.emit("Identity", x), cx.emit("Identity", a)
-    for o, t in zip(outs, types, strict=True):
-        o.type = t
-    return outs
+    return _outputs(cx, _solve(cx, a, b, lower=lower, transposed=transpose, unit=unitriangular), a)
 
 
 @aten("cholesky_solve.default")
@@ -2545,10 +2507,7 @@ def _cummax(cx, x, dim):
     picked = cx.emit("Where", cx.emit("And", match, cx.const(causal)), cx.const(position),
                      cx.const(np.asarray(-1, np.int64)))  # fmt: skip
     index = cx.emit("ReduceMax", picked, cx.const(np.asarray([axis + 1], np.int64)), keepdims=0)
-    types = [cx.meta_type(v) for v in cx.val]
-    values, index = cx.emit("Identity", values), cx.emit("Identity", index)
-    values.type, index.type = types
-    return values, index
+    return _outputs(cx, values, index)
 
 
 @aten("ldexp.Tensor")

@@ -476,3 +476,20 @@ def test_qr_matches_eager_with_lapack_signs():
     args = (tall, wide, zero_col)
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _DataSized(torch.nn.Module):
+    def forward(self, x, mask):
+        scalar = x[0, 0]  # a 0-d input: one row of no indices, or none
+        return (torch.nonzero(x > 0), torch.masked_select(x, mask), torch.masked_select(x[0], x[0] < 0),
+                torch.nonzero(scalar > -10), torch.nonzero(scalar > 10))  # fmt: skip
+
+
+def test_data_dependent_sizes_run_where_shapes_may_be_dynamic_and_xla_refuses_them():
+    x, mask = torch.randn(3, 4), torch.tensor([True, False, True, True])
+    model = from_torch(_DataSized(), (x, mask))
+    assert isinstance(model.graph.outputs[0].type.shape[0], str)  # the count is a dim of its own
+    assert_matches(model, [x.numpy(), mask.numpy()], _eager(_DataSized(), (x, mask)),
+                   backends=("reference", "onnxruntime"))  # fmt: skip
+    with pytest.raises(UnsupportedError, match="NonZero"):
+        irforge.compile(model, "xla")

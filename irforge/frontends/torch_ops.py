@@ -1806,6 +1806,28 @@ def _diagonal_scatter(cx, x, src, offset=0, dim1=0, dim2=1):
     return cx.emit_typed("Transpose", y, perm=[int(i) for i in np.argsort(perm)])
 
 
+@aten("nonzero.default")
+def _nonzero(cx, x):
+    """The indices of the nonzero elements, one row each: the size depends on the data."""
+    x = cx.tensor(x)
+    if cx.rank(x) == 0:  # one row of no indices if x is nonzero (onnxruntime reads a 0-d tensor as 1-d)
+        rows = cx.emit("Transpose", cx.emit("NonZero", _flat(cx, x)), perm=[1, 0])  # [count, 1]
+        none = cx.const(np.asarray([0], np.int64))
+        return cx.emit_typed("Slice", rows, none, none, cx.const(np.asarray([1], np.int64)))
+    return cx.emit_typed("Transpose", cx.emit("NonZero", x), perm=[1, 0])
+
+
+@aten("masked_select.default")
+def _masked_select(cx, x, mask):
+    """The elements where ``mask`` (broadcast with ``x``) holds, in order: the size depends on the data."""
+    x, mask = cx.tensor(x), cx.cast(mask, DataType.BOOL)
+    x = cx.emit("Expand", x, cx.emit("Shape", mask))  # Expand broadcasts both ways
+    shape = cx.emit("Shape", x)
+    flat_x = _flat(cx, x)
+    flat_mask = _flat(cx, cx.emit("Expand", mask, shape))
+    return cx.emit_typed("Compress", flat_x, flat_mask, axis=0)
+
+
 _STRIDED_LIMIT = 1 << 22
 """Most elements an ``as_strided`` view may have: its element positions are a constant."""
 

@@ -22,8 +22,6 @@ from .jax_random import RANDOM_PRIMITIVES, convert_random
 
 TABLE: dict = {}
 INT64_MAX = 2**63 - 1
-BITCAST_OPSET = 26
-"""The first ONNX opset with ``BitCast``; a model that bitcasts imports at it."""
 
 
 def prim(*names: str):
@@ -145,7 +143,7 @@ def _bitcast(cx, x, new_dtype, **_):
     x = cx.value(x)
     if np.dtype(new_dtype).itemsize != np.dtype(to_numpy(cx.dtype(x))).itemsize:
         raise NotMapped("bitcast_convert_type between widths")
-    cx.importer.require_opset(BITCAST_OPSET)
+    cx.importer.require_opset(special.BITCAST_OPSET)
     return cx.typed("BitCast", x, to=int(cx.out_dtype))
 
 
@@ -616,15 +614,12 @@ def _top_k(cx, x, k, **params):
     return [values, _cast_out(cx, idx, 1)]
 
 
-_SAME_WIDTH_INT = {2: DataType.INT16, 4: DataType.INT32, 8: DataType.INT64}
-
-
 def _total_order_key(cx, x: Value) -> Value:
     """Integers that order as XLA orders floats in ``top_k``: -NaN < -inf < ... < -0 < +0 < ... <
     +inf < +NaN, so a NaN's sign decides its place.  The bits read as a signed integer already
     order the non-negative floats; flipping all but the sign bit reverses the negative ones."""
-    signed = _SAME_WIDTH_INT[np.dtype(to_numpy(cx.dtype(x))).itemsize]
-    cx.importer.require_opset(BITCAST_OPSET)
+    signed = special.SAME_WIDTH_INT[cx.dtype(x)]
+    cx.importer.require_opset(special.BITCAST_OPSET)
     bits = cx.node("BitCast", [x], {"to": int(signed)}, types=[TensorType(signed, tuple(cx.shape(x)))]).outputs[0]
     mask = np.iinfo(to_numpy(signed)).max
     if signed == DataType.INT16:  # onnxruntime's Where and TopK take 32- and 64-bit integers only
@@ -695,12 +690,10 @@ def _cholesky(cx, a, **_):
 def _triangular_solve(cx, a, b, *, left_side, lower, transpose_a, conjugate_a=False, unit_diagonal=False, **_):
     a, b = cx.value(a), cx.value(b)
     rank = len(cx.shape(a))
-    if not left_side:  # x a = b: aᵀ xᵀ = bᵀ
-        a = _typed_like(linalg.transpose(cx, a, rank), a)
-        b = linalg.transpose(cx, b, rank)
-        lower, transpose_a = not lower, transpose_a  # the transposed matrix swaps triangles
+    if not left_side:  # x a = b: aᵀ xᵀ = bᵀ, and the transposed matrix has the other triangle
+        a, b, lower = linalg.transposed_square(cx, a), linalg.transpose(cx, b, rank), not lower
     if transpose_a:
-        a, lower = _typed_like(linalg.transpose(cx, a, rank), a), not lower
+        a, lower = linalg.transposed_square(cx, a), not lower
     x = linalg.solve_triangular(cx, a, b, lower=lower, unit_diagonal=unit_diagonal)
     if not left_side:
         x = linalg.transpose(cx, x, rank)
@@ -739,12 +732,6 @@ def _qr(cx, a, *, full_matrices, pivoting=False, **_):
     for o, aval in zip(outs, cx.out_avals, strict=True):
         o.type = aval_type(aval)
     return outs
-
-
-def _typed_like(v: Value, like: Value) -> Value:
-    """``v`` typed as ``like`` (a square matrix transposed keeps its type)."""
-    v.type = like.type
-    return v
 
 
 def _cast_out(cx, v, i):

@@ -45,6 +45,13 @@ def transpose(e: Emitter, x: Value, rank: int) -> Value:
     return e.emit("Transpose", x, perm=[*range(rank - 2), rank - 1, rank - 2])
 
 
+def transposed_square(e: Emitter, a: Value) -> Value:
+    """A (batch of) square matrices transposed, typed as ``a`` (the unrolled steps read its size)."""
+    t = transpose(e, a, len(a.type.shape))
+    t.type = a.type
+    return t
+
+
 def cholesky(e: Emitter, a: Value) -> tuple[Value, Value]:
     """The lower factor L of ``a`` = L Lᵀ (only ``a``'s lower triangle is read) and, per matrix,
     the order (1-based, int32) of the first leading minor that is not positive definite, 0 when

@@ -228,9 +228,10 @@ def bessel_i1(e: Emitter, x: Value) -> Value:
 
 
 BITCAST_OPSET = 26
-"""The first ONNX opset with ``BitCast``: an importer that emits :func:`nextafter` imports at it."""
-_SAME_WIDTH_INT = {DataType.FLOAT16: DataType.INT16, DataType.BFLOAT16: DataType.INT16,
-                   DataType.FLOAT: DataType.INT32, DataType.DOUBLE: DataType.INT64}  # fmt: skip
+"""The first ONNX opset with ``BitCast``: a model that bitcasts imports at it."""
+SAME_WIDTH_INT = {DataType.FLOAT16: DataType.INT16, DataType.BFLOAT16: DataType.INT16,
+                  DataType.FLOAT: DataType.INT32, DataType.DOUBLE: DataType.INT64}  # fmt: skip
+"""The signed integer type of each float type's width (its bits, read as an integer)."""
 
 
 def nextafter(e: Emitter, x: Value, y: Value) -> Value:
@@ -240,7 +241,7 @@ def nextafter(e: Emitter, x: Value, y: Value) -> Value:
     dtype = x.type.dtype
     if dtype not in (DataType.FLOAT, DataType.DOUBLE):
         raise NotMapped(f"nextafter of {dtype.name}")
-    itype = _SAME_WIDTH_INT[dtype]
+    itype = SAME_WIDTH_INT[dtype]
     inp = to_numpy(itype)
     bits = e.emit("BitCast", x, to=int(itype))
     m = _Math(e, dtype)

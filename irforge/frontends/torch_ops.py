@@ -2124,11 +2124,7 @@ def _median_dim(cx, x, dim, keepdim=False):
 def _square(cx, a: Value, transposed: bool = False) -> Value:
     """``a`` (a square matrix, or a batch of them), its last two axes swapped if ``transposed``;
     typed, as the unrolled algorithms need to see its size."""
-    if not transposed:
-        return a
-    t = linalg.transpose(cx, a, cx.rank(a))
-    t.type = a.type
-    return t
+    return linalg.transposed_square(cx, a) if transposed else a
 
 
 def _broadcast_batch(cx, b: Value, a: Value) -> Value:

@@ -262,20 +262,6 @@ def _windowable(model: Model, nodes: list) -> bool:
     return True
 
 
-def _floating(v) -> bool:
-    """``v`` holds floats: its type says so, or (before inference) its producer's attribute does."""
-    t = v.type
-    if isinstance(t, TensorType):
-        return is_floating(t.dtype)
-    p = v.producer()
-    if p is None or p.domain or p.op_type not in ("ConstantOfShape", "Constant"):
-        return False
-    value = p.attributes.get("value")
-    if value is None:
-        return p.op_type == "ConstantOfShape"  # its default fill is a float 0
-    return value.ref is None and is_tensor_data(value.value) and is_floating(value.value.dtype)
-
-
 class _Windows:
     """Inference a window at a time, in node order.  A window ends at a cut that only
     floating-point values cross: ONNX's data propagation carries integer values (shapes, sizes,

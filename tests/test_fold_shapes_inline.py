@@ -74,6 +74,34 @@ def test_shape_inference_is_idempotent():
     assert not _pm("shape-inference").run(model)
 
 
+def test_shape_inference_skips_onnx_when_every_type_is_static(monkeypatch):
+    g = parse_graph(SHAPE_CHAIN.replace("batch", "5"))
+    model = Model(g, opset_imports={"": 21})
+    assert _pm("shape-inference").run(model)  # the first run types every value
+    assert all(str(o.type) != "None" for n in g for o in n.outputs)
+
+    def refuse(*args):
+        raise AssertionError("ONNX's inference ran on a fully typed graph")
+
+    monkeypatch.setattr(onnx.shape_inference.C, "infer_shapes", refuse)
+    assert not _pm("shape-inference").run(model)
+
+
+def test_shape_inference_types_constants_from_their_tensors(monkeypatch):
+    g = parse_graph("""graph @g(%x: f32[2]) {
+  %c = Constant() <value = dense<f32[2]>[1.0, 2.0]>
+  %y = Add(%x, %c)
+  return %y
+}
+""")
+    g_nodes = list(g)
+    g_nodes[1].outputs[0].type = TensorType(1, (2,))
+    assert g_nodes[0].outputs[0].type is None
+    monkeypatch.setattr(onnx.shape_inference.C, "infer_shapes", lambda *a: (_ for _ in ()).throw(AssertionError))
+    assert _pm("shape-inference").run(Model(g, opset_imports={"": 21}))
+    assert str(g_nodes[0].outputs[0].type) == "f32[2]"
+
+
 def test_merge_never_forgets_a_known_dim():
     known = TensorType(1, (2, "batch", None))
     assert merge_types(known, TensorType(1, (None, 5, 7))) == TensorType(1, (2, 5, 7))  # a value beats a symbol

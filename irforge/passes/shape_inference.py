@@ -58,6 +58,9 @@ class ShapeInference(Pass):
         if model is None:
             model = Model(graph, opset_imports=ctx.opset_imports(graph))
         stats = {"values-typed": 0, "data-propagation-refused": 0}
+        stats["values-typed"] += _type_constants(graph)
+        if _all_static(graph):  # nothing left to learn: inference only keeps what is known
+            return PassResult(stats["values-typed"] > 0, stats)
         # propagation needs values to start from (shapes, integer constants); without any it only
         # costs time (a third of ONNX's inference on a float-only graph)
         data_prop = self.data_prop and _has_data_sources(model) and _propagation_can_start(model)
@@ -120,6 +123,27 @@ class ShapeInference(Pass):
                     v.type = merged
                     updated += 1
         return updated
+
+
+def _type_constants(graph: Graph) -> int:
+    """Types the untyped results of ``Constant(value=...)`` from their tensors (what ONNX would
+    infer, without a round trip through it); the number typed."""
+    typed = 0
+    for g in graph.all_graphs():
+        for n in g:
+            if n.op_type != "Constant" or n.domain or len(n.outputs) != 1 or n.outputs[0] is None:
+                continue
+            value = n.attributes.get("value")
+            if n.outputs[0].type is None and len(n.attributes) == 1 and value is not None and value.ref is None \
+                    and is_tensor_data(value.value):  # fmt: skip
+                n.outputs[0].type = TensorType(value.value.dtype, tuple(value.value.shape))
+                typed += 1
+    return typed
+
+
+def _all_static(graph: Graph) -> bool:
+    """Whether every value, subgraphs' included, already has a tensor type of static shape."""
+    return all(isinstance(v.type, TensorType) and v.type.is_static() for g in graph.all_graphs() for v in g.values())
 
 
 _PROPAGATING = frozenset({"Cast", "Add", "Sub", "Mul", "Concat", "Gather", "Slice", "Squeeze", "Unsqueeze", "Size"})

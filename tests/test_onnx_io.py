@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 import onnx
+import onnx.version_converter
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -133,6 +135,60 @@ def test_old_opset_is_upgraded():
     flat = x.reshape(2, 12)
     want = (np.exp(flat) / np.exp(flat).sum(1, keepdims=True)).reshape(2, 3, 4)
     np.testing.assert_allclose(interpret(model, [x])[0], want, rtol=1e-6)
+
+
+def _old_cnn_ops(opset: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("ReduceSum", ["p"], ["s"], axes=[2, 3], keepdims=0),
+        helper.make_node("Unsqueeze", ["s"], ["u"], axes=[0, 3]),
+        helper.make_node("Squeeze", ["u"], ["q"], axes=[0]),
+        helper.make_node("Concat", ["q", "q"], ["y"], axis=2),
+    ]
+    graph = helper.make_graph(nodes, "old", [helper.make_tensor_value_info("x", 1, [2, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", 1, [2, 4, 2])], [w])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [9, 11, 12])
+def test_old_opset_is_upgraded_on_the_ir_where_every_step_is_safe(monkeypatch, opset):
+    original = _old_cnn_ops(opset)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the version converter ran")
+
+    monkeypatch.setattr(onnx.version_converter, "convert_version", refuse)
+    for source in (original.SerializeToString(), original):
+        model = irforge.load(source)
+        assert model.opset_imports[""] == 13
+        assert all("axes" not in n.attributes for n in model.graph)  # moved to inputs at 13
+        x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
+        want = ort.InferenceSession(original.SerializeToString()).run(None, {"x": x})[0]
+        upgraded = to_proto(model)
+        onnx.checker.check_model(upgraded, full_check=True)
+        np.testing.assert_allclose(ort.InferenceSession(upgraded.SerializeToString()).run(None, {"x": x})[0],
+                                   want, rtol=1e-5, atol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(interpret(model, [x])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_unsafe_step_takes_the_version_converter(monkeypatch):
+    calls = []
+    convert = onnx.version_converter.convert_version
+
+    def spy(*args, **kwargs):
+        calls.append(args[1])
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(onnx.version_converter, "convert_version", spy)
+    old = _old_cnn_ops(9)
+    old.graph.node.append(helper.make_node("Softmax", ["y"], ["z"], axis=1))  # its axis means another thing at 13
+    old.graph.output[0].name = "z"
+    assert irforge.load(old.SerializeToString()).opset_imports[""] == 13
+    assert calls == [13]
 
 
 # -- external data ------------------------------------------------------------------------------

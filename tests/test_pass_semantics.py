@@ -53,10 +53,11 @@ def test_pass_keeps_node_suite_outputs(name, pass_name):
     COUNTS[f"passes: {pass_name} keeps node-suite outputs" if checked else "passes: case run by neither engine"] += 1
 
 
-LIGHT_PIPELINES = [*(f"freeze-initializers,{p}" for p in PASSES), "O1", "O2", "O3",
+LIGHT_PIPELINES = [*(f"freeze-initializers,shape-inference,{p}" for p in PASSES), "O1", "O2", "O3",
                    "fixpoint(canonicalize,dce),topological-sort"]  # fmt: skip
 """Each pass after freeze-initializers (in these IR 3 models the weights are graph inputs, which
-hide them from every rewrite), and every level."""
+hide them from every rewrite) and shape-inference (the files carry no types of their own), as in
+every level; and every level."""
 
 
 def light_model_check(path: str, pipeline: str) -> None:
@@ -74,7 +75,7 @@ def light_model_check(path: str, pipeline: str) -> None:
     assert_close(want, got, f"{pipeline} on {os.path.basename(path)} (onnxruntime)")
 
 
-HEAVY_PIPELINES = ["freeze-initializers,fuse-matmul-add", "O1", "O3"]
+HEAVY_PIPELINES = ["freeze-initializers,shape-inference,fuse-matmul-add", "O1", "O3"]
 """On the three models with over 60M weights (alexnet, vgg19, zfnet512: 15 s a check here), CI
 runs the levels and the pass that rewrites their dense layers; IRFORGE_FULL_GRID=1 runs them all."""
 
@@ -106,8 +107,11 @@ def test_a_broken_conv_bn_fusion_fails_the_real_model_check(path, breakage, monk
     """The check above must notice a wrong fusion on every model where the fusion fires."""
     from irforge.passes import fuse_conv_bn
 
-    assert _manager("freeze-initializers,fuse-conv-bn").run(irforge.from_onnx(rm.randomized(path)))
+    pipeline = "freeze-initializers,shape-inference,fuse-conv-bn"
+    model = irforge.from_onnx(rm.randomized(path))
+    _manager("freeze-initializers,shape-inference").run(model)
+    assert _manager("fuse-conv-bn").run(model)
     right = fuse_conv_bn._bn_scale_shift
     monkeypatch.setattr(fuse_conv_bn, "_bn_scale_shift", lambda m: BROKEN[breakage](*right(m)))
     with pytest.raises(SemanticsChangedError):
-        light_model_check(path, "freeze-initializers,fuse-conv-bn")
+        light_model_check(path, pipeline)

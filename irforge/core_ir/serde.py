@@ -618,17 +618,22 @@ class Serializer:
         for k, val in fn.metadata.items():
             fp.metadata_props.add(key=k, value=val)
 
-    def graph_bytes(self, g: Graph, typed_only: Callable[[Value], bool] | None = None) -> list[bytearray]:
+    def graph_bytes(
+        self, g: Graph, typed_only: Callable[[Value], bool] | None = None, omit_unused: bool = False
+    ) -> list[bytearray]:
         """The encoded ``GraphProto`` of ``g`` in chunks, built one node at a time: no whole-graph
         proto is ever alive next to the IR, and chunks never copy on growth (the peak is the IR
         plus the bytes).  Initializers for which ``typed_only`` is true are written as typed graph
-        inputs without their data (what shape inference needs of a weight)."""
+        inputs without their data (what shape inference needs of a weight); ``omit_unused`` leaves
+        out initializers nothing reads (what folding leaves behind until dead code goes)."""
         out = _Chunks()
         shell = onnx.GraphProto()
         self._graph_fields(g, shell)
         for v in g._outputs:
             self.value_info(v, shell.output.add())
         for name, v in g._initializers.items():
+            if omit_unused and not v._uses and v not in g._input_set and not v.is_graph_output():
+                continue
             if typed_only is not None and typed_only(v):
                 if v not in g._input_set:
                     c = v.const_value
@@ -650,11 +655,13 @@ class Serializer:
         out.extend(shell.SerializeToString())
         return out.done()
 
-    def model_parts(self, m: Model, typed_only: Callable[[Value], bool] | None = None) -> list[bytes | bytearray]:
+    def model_parts(
+        self, m: Model, typed_only: Callable[[Value], bool] | None = None, omit_unused: bool = False
+    ) -> list[bytes | bytearray]:
         """The serialized ``ModelProto`` as pieces to write one after the other: every field but
-        the graph, then the graph field (``typed_only`` as for :meth:`graph_bytes`)."""
+        the graph, then the graph field (``typed_only``, ``omit_unused`` as for :meth:`graph_bytes`)."""
         mp = self.model(m, with_graph=False)
-        graph = self.graph_bytes(m.graph, typed_only)
+        graph = self.graph_bytes(m.graph, typed_only, omit_unused)
         size = sum(len(c) for c in graph)
         return [mp.SerializeToString() + tag(_MODEL_GRAPH) + encode_varint(size), *graph]
 

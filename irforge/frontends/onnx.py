@@ -1,7 +1,8 @@
 """ONNX frontend: model files, bytes or ``ModelProto`` into the IR.
 
 External data is mapped lazily and confined to the model's folder; models below the supported
-opset range are upgraded with ONNX's version converter; the caller's proto is never modified.
+opset range are upgraded on the IR where every step is a known-safe one (``onnx_upgrade``), and
+with ONNX's version converter otherwise; the caller's proto is never modified.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..core_ir.errors import LoadError
 from ..core_ir.model import Model
 from ..core_ir.serde import model_from_bytes, model_from_proto
 from ..core_ir.wire import WireError
+from .onnx_upgrade import upgrade as upgrade_in_ir
 
 MIN_OPSET = 13
 """Models of the ONNX domain below this opset are converted up to it on import."""
@@ -60,21 +62,20 @@ def from_bytes(data: bytes, base_dir: str | None, source: str = "<bytes>", *, up
     def check(shell: onnx.ModelProto, has_graph: bool) -> None:
         if not has_graph and not shell.opset_import:
             raise LoadError(f"{source}: not an ONNX model (no graph and no opset imports)")
-        version = _onnx_opset(shell)
-        _check_not_newer(version, source)
-        if upgrade and version is not None and version < MIN_OPSET:
-            raise _NeedsUpgrade
+        _check_not_newer(_onnx_opset(shell), source)
 
     try:
-        return model_from_bytes(data, base_dir, source, check)
-    except _NeedsUpgrade:
-        return from_proto(_parse(data, source), base_dir, source, upgrade=upgrade)
+        model = model_from_bytes(data, base_dir, source, check)
     except WireError as e:
         raise _not_onnx(source, e) from None
+    if _needs_upgrade(model, upgrade) and not upgrade_in_ir(model, MIN_OPSET):
+        return from_proto(_parse(data, source), base_dir, source, upgrade=upgrade)
+    return model
 
 
-class _NeedsUpgrade(Exception):
-    pass
+def _needs_upgrade(model: Model, upgrade: bool) -> bool:
+    version = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    return upgrade and version is not None and version < MIN_OPSET
 
 
 def _not_onnx(source: str, e: Exception) -> LoadError:
@@ -107,9 +108,12 @@ def from_proto(
     """Convert a proto this module owns (it may be upgraded in place) into a :class:`Model`."""
     version = _onnx_opset(proto)
     _check_not_newer(version, source)
-    if upgrade and version is not None and version < MIN_OPSET:
-        proto = _upgrade(proto, version, source)
-    return model_from_proto(proto, base_dir, source)
+    if not upgrade or version is None or version >= MIN_OPSET:
+        return model_from_proto(proto, base_dir, source)
+    model = model_from_proto(proto, base_dir, source)
+    if upgrade_in_ir(model, MIN_OPSET):
+        return model
+    return model_from_proto(_upgrade(proto, version, source), base_dir, source)
 
 
 def _upgrade(proto: onnx.ModelProto, version: int, source: str) -> onnx.ModelProto:

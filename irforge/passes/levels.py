@@ -3,7 +3,8 @@
 - ``O0``: nothing; the model is only loaded, verified and saved.
 - ``O1``: the cleanup every model wants and no result can notice: in models older than IR 4,
   initializers leave the graph inputs (callers could never feed them), inline model-local functions,
-  infer shapes, fold constants (results up to 1 MiB), fold BatchNormalization and per-channel
+  fold constants (results up to 1 MiB), infer shapes on what is left and fold what they make known
+  (``Shape``, ``Size``), fold BatchNormalization and per-channel
   scale/shift into the Conv before them, fuse linear layers (MatMul + bias Add) into
   Gemm and drop the Reshape pairs that leaves around element-wise activations, then canonicalize,
   fold, merge common subexpressions and drop dead code until nothing changes; finally a
@@ -20,10 +21,12 @@ _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
 
 LEVELS: dict[str, str] = {
     "O0": "",
-    "O1": f"freeze-initializers,inline-functions,shape-inference,constant-fold,{_FUSE},{_SIMPLIFY},topological-sort",
+    "O1": f"freeze-initializers,inline-functions,constant-fold,shape-inference,constant-fold,{_FUSE},{_SIMPLIFY},"
+    "topological-sort",
     "O2": f"O1,shape-inference,{_SIMPLIFY},topological-sort",
     "O3": (
-        "freeze-initializers,inline-functions,shape-inference,constant-fold{size-limit=16777216},"
+        "freeze-initializers,inline-functions,constant-fold{size-limit=16777216},shape-inference,"
+        "constant-fold{size-limit=16777216},"
         f"{_FUSE},"
         "fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "shape-inference,fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"

@@ -86,7 +86,7 @@ class ShapeInference(Pass):
             return _Windows(self, graph, nodes, serializer, header, data_prop, screening).run()
         # the model goes to ONNX as bytes written node by node (no Python proto tree of it), and
         # weights as typed inputs: only what data propagation can read goes with its data
-        encoded = b"".join(serializer.model_parts(model, typed_only=lambda v: not _data_helps(v)))
+        encoded = b"".join(serializer.model_parts(model, typed_only=lambda v: not _data_helps(v), omit_unused=True))
         # a screening run (no propagation) invents names for dims that propagation will know:
         # those are not kept, or they would win over the real dims found next
         symbols = _forget_invented if screening else None

@@ -257,6 +257,30 @@ def nextafter(e: Emitter, x: Value, y: Value) -> Value:
     return m.where(m.Or(m.IsNaN(x), m.IsNaN(y)), m.Add(x, y), out)
 
 
+def frexp(e: Emitter, x: Value) -> tuple[Value, Value]:
+    """``x = mantissa * 2**exponent`` with ``0.5 <= |mantissa| < 1`` (C's ``frexp``); ±0, ±inf and
+    NaN are their own mantissa with exponent 0.  Computed in float64, where every float32 or half
+    value, subnormals included, scales exactly; the scale goes in two halves so that a float64
+    subnormal's power of two does not overflow."""
+    dtype = x.type.dtype
+    if dtype not in (DataType.FLOAT16, DataType.BFLOAT16, DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"frexp of {dtype.name}")
+    m = _Math(e, DataType.DOUBLE)
+    xd = e.cast(x, DataType.DOUBLE)
+    a = m.Abs(xd)
+    ok = m.And(m.Greater(a, 0.0), m.Less(a, math.inf))  # NaN is neither
+    exponent = m.Add(m.Floor(m.Div(m.Log(m.where(ok, a, 1.0)), math.log(2.0))), 1.0)
+    half = m.Floor(m.Div(exponent, 2.0))
+    mantissa = m.Mul(m.Mul(xd, m.Pow(2.0, m.Neg(half))), m.Pow(2.0, m.Sub(half, exponent)))
+    # the logarithm may land one off next to a power of two: one step either way puts it right
+    big = m.GreaterOrEqual(m.Abs(mantissa), 1.0)
+    mantissa, exponent = m.where(big, m.Div(mantissa, 2.0), mantissa), m.where(big, m.Add(exponent, 1.0), exponent)
+    small = m.Less(m.Abs(mantissa), 0.5)
+    mantissa, exponent = m.where(small, m.Mul(mantissa, 2.0), mantissa), m.where(small, m.Sub(exponent, 1.0), exponent)
+    mantissa = e.cast(m.where(ok, mantissa, xd), dtype)
+    return mantissa, e.cast(m.where(ok, exponent, 0.0), DataType.INT32)
+
+
 # Cephes' ndtri (as ATen's calc_ndtri carries it): a rational approximation around the median, and
 # two in z = sqrt(-2 log y) for the tails (2 <= z < 8, 8 <= z < 64); highest order first.
 NDTRI_P0 = (-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,

@@ -106,6 +106,47 @@ def _nextafter(cx, x, other):
     return cx.emit_typed("Identity", special.nextafter(cx, cx.tensor(x, dt), cx.tensor(other, dt)))
 
 
+@aten("frexp.Tensor")
+def _frexp(cx, x):
+    return _outputs(cx, *special.frexp(cx, cx.tensor(x, cx.dtype(x))))
+
+
+_HISTC_LIMIT = 1 << 24
+"""Most element-bin comparisons ``histc`` may build (its counts are a comparison per bin)."""
+
+
+@aten("histc.default")
+def _histc(cx, x, bins=100, min=0, max=0):  # torch's argument names
+    """Counts over ``bins`` equal bins of [min, max] (the data's range when they are equal), with
+    torch's bin arithmetic: ``trunc((x - min) * bins / (max - min))``, the right edge in the last
+    bin; elements outside the range and NaN are not counted."""
+    x = cx.tensor(x, cx.dtype(x))
+    dt, shape = cx.dtype(x), cx.shape(x)
+    if not is_floating(dt) or not all(isinstance(d, int) for d in shape) or math.prod(shape) * bins > _HISTC_LIMIT:
+        raise NotMapped("histc of a non-float, symbolic or very large input")
+    np_dt = to_numpy(dt)
+    flat = _flat(cx, x)
+    if min == max:  # ATen takes the data's range then (the docs say: when both are 0)
+        lo, hi = cx.emit("ReduceMin", flat, keepdims=0), cx.emit("ReduceMax", flat, keepdims=0)
+        same = cx.emit("Equal", lo, hi)
+        one = cx.const(np.asarray(1, np_dt))
+        lo = cx.emit("Where", same, cx.emit("Sub", lo, one), lo)
+        hi = cx.emit("Where", same, cx.emit("Add", hi, one), hi)
+    else:
+        lo, hi = cx.const(np.asarray(min, np_dt)), cx.const(np.asarray(max, np_dt))
+    inside = cx.emit("And", cx.emit("GreaterOrEqual", flat, lo), cx.emit("LessOrEqual", flat, hi))
+    scaled = cx.emit("Div", cx.emit("Mul", cx.emit("Sub", flat, lo), cx.const(np.asarray(bins, np_dt))),
+                     cx.emit("Sub", hi, lo))  # fmt: skip
+    safe = cx.emit("Where", inside, scaled, cx.const(np.asarray(0, np_dt)))
+    position = cx.emit("Min", cx.emit("Cast", safe, to=int(DataType.INT64)), cx.const(np.asarray(bins - 1, np.int64)))
+    position = cx.emit("Where", inside, position, cx.const(np.asarray(-1, np.int64)))
+    hits = cx.emit("Equal", cx.emit("Unsqueeze", position, cx.const(np.asarray([1], np.int64))),
+                   cx.const(np.arange(bins, dtype=np.int64).reshape(1, bins)))  # fmt: skip
+    counts = cx.emit("ReduceSum", cx.emit("Cast", hits, to=int(DataType.INT64)), cx.const(np.asarray([0], np.int64)),
+                     keepdims=0)  # fmt: skip
+    return cx.emit_typed("Cast", counts, to=int(dt))
+
+
 @aten("polygamma.default")
 def _polygamma(cx, n, x):
     if n != 0:

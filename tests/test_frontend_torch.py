@@ -282,6 +282,36 @@ def test_frexp_and_histc_match_eager_at_the_edges():
     assert_matches(model, [x.numpy(), d.numpy()], _eager(module, (x, d)), backends=("xla",), rtol=0, atol=0)
 
 
+class _BatchNormUpdate(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.linspace(-1, 1, 3))
+        self.register_buffer("var", torch.linspace(0.5, 2, 3))
+
+    def forward(self, x, w, b):
+        y, saved_mean, saved_rstd, _ = torch.ops.aten._batch_norm_with_update(x, w, b, self.mean, self.var, 0.3, 1e-5)
+        return y, saved_mean, saved_rstd, self.mean + 0, self.var + 0
+
+
+class _NonzeroStatic(torch.nn.Module):
+    def forward(self, x, s):
+        return torch.nonzero_static(x, size=7), torch.nonzero_static(x, size=2, fill_value=9), \
+            torch.nonzero_static(s, size=3)
+
+
+def test_training_batch_norm_updates_the_running_statistics_and_nonzero_static_pads():
+    x, w, b = torch.randn(4, 3, 5, 5), torch.randn(3), torch.randn(3)
+    module = _BatchNormUpdate()
+    want = _eager(_BatchNormUpdate(), (x, w, b))  # a fresh module: the update happens once
+    assert_matches(from_torch(module, (x, w, b)), [x.numpy(), w.numpy(), b.numpy()], want,
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip
+    x = torch.tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]])
+    s = torch.tensor(2.0)
+    module = _NonzeroStatic()
+    assert_matches(from_torch(module, (x, s)), [x.numpy(), s.numpy()], _eager(module, (x, s)),
+                   backends=("reference", "onnxruntime"), rtol=0, atol=0)  # fmt: skip
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

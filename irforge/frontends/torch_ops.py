@@ -1192,6 +1192,21 @@ def _batch_norm_train(cx, x, w, b, *rest):
         running_mean, running_var, training, momentum, eps = rest
         if not training and running_mean is not None and not functional:
             return _batch_norm_eval(cx, x, w, b, running_mean, running_var, momentum, eps)
+    return _batch_norm_batch_stats(cx, x, w, b, running_mean, running_var, momentum, eps, functional)
+
+
+@aten("_batch_norm_with_update_functional.default")
+def _batch_norm_with_update(cx, x, w, b, running_mean, running_var, momentum, eps):
+    """Training-mode batch norm that also returns the updated running statistics (and an empty
+    reserve, cuDNN's workspace on the CPU)."""
+    y, mean, rstd, new_mean, new_var = _batch_norm_batch_stats(cx, x, w, b, running_mean, running_var, momentum,
+                                                               eps, functional=True)  # fmt: skip
+    return y, mean, rstd, cx.const(np.zeros(0, np.uint8)), new_mean, new_var
+
+
+def _batch_norm_batch_stats(cx, x, w, b, running_mean, running_var, momentum, eps, functional: bool):
+    """Normalized by the batch's own statistics; with ``functional``, the running statistics
+    updated as torch does (the variance unbiased)."""
     rank = cx.rank(x)
     axes = cx.const(np.asarray([0, *range(2, rank)], np.int64))
     mean = cx.emit("ReduceMean", x, axes, keepdims=1)
@@ -1856,6 +1871,19 @@ def _nonzero(cx, x):
         none = cx.const(np.asarray([0], np.int64))
         return cx.emit_typed("Slice", rows, none, none, cx.const(np.asarray([1], np.int64)))
     return cx.emit_typed("Transpose", cx.emit("NonZero", x), perm=[1, 0])
+
+
+@aten("nonzero_static.default")
+def _nonzero_static(cx, x, *, size, fill_value=-1):
+    """The first ``size`` rows of ``nonzero``, padded with ``fill_value`` rows: a static shape."""
+    x = cx.tensor(x, cx.dtype(x))
+    rank = cx.rank(x)
+    if rank == 0:  # rows of no indices: nothing to compute
+        return cx.emit_typed("Identity", cx.const(np.zeros((size, 0), np.int64)))
+    rows = cx.emit("Transpose", cx.emit("NonZero", x), perm=[1, 0])
+    padded = cx.emit("Concat", rows, cx.const(np.full((size, rank), fill_value, np.int64)), axis=0)
+    zero, end = cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([size], np.int64))
+    return cx.emit_typed("Slice", padded, zero, end, zero)
 
 
 @aten("masked_select.default")

@@ -312,6 +312,23 @@ def test_training_batch_norm_updates_the_running_statistics_and_nonzero_static_p
                    backends=("reference", "onnxruntime"), rtol=0, atol=0)  # fmt: skip
 
 
+class _AdaptiveMaxWithIndices(torch.nn.Module):
+    def forward(self, x, v, c):
+        f = torch.nn.functional
+        return (*f.adaptive_max_pool2d(x, (3, 2), return_indices=True),
+                *f.adaptive_max_pool1d(v, 4, return_indices=True), *f.adaptive_max_pool3d(c, 2, return_indices=True))
+
+
+def test_adaptive_max_pooling_gives_torch_s_indices_over_uneven_windows_and_ties():
+    x = torch.randn(2, 3, 7, 5)
+    x[0, 0] = 1.0  # every window a tie: the first position wins
+    v, c = torch.randn(2, 9), torch.randint(0, 3, (1, 2, 5, 3, 4)).float()
+    module = _AdaptiveMaxWithIndices()
+    args = (x, v, c)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

@@ -10,6 +10,7 @@ cast to, so ``int_tensor * 0.5`` computes in float.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 
@@ -2660,8 +2661,6 @@ def _unfold(cx, x, dim, size, step):
 
 @aten("adaptive_max_pool2d.default", "adaptive_max_pool3d.default", "adaptive_max_pool1d.default")
 def _adaptive_max_pool(cx, x, output_size):
-    if 1 in cx.used_outputs():
-        raise NotMapped("adaptive max pooling's indices")
     nd = len(output_size)
     shape = cx.shape(x)
     spatial = shape[-nd:]
@@ -2669,4 +2668,28 @@ def _adaptive_max_pool(cx, x, output_size):
         raise NotMapped("adaptive pooling over symbolic sizes")
     out = cx.emit("Identity", _adaptive_windows(cx, cx.tensor(x), output_size, "ReduceMax"))
     out.type = cx.meta_type(cx.val[0])
-    return out, None
+    if 1 not in cx.used_outputs():
+        return out, None
+    indices = cx.emit("Identity", _adaptive_argmax(cx, cx.tensor(x), tuple(spatial), tuple(output_size)))
+    indices.type = cx.meta_type(cx.val[1])
+    return out, indices
+
+
+def _adaptive_argmax(cx, x: Value, spatial: tuple[int, ...], output_size: tuple[int, ...]) -> Value:
+    """Where each adaptive window's maximum is, as torch gives it: the flat position in the input's
+    spatial plane of the window's first largest element.  Every window's positions are a row of a
+    constant (shorter windows repeat their first position, which leaves the first maximum alone)."""
+    windows = []
+    for cell in np.ndindex(*output_size):
+        sizes = zip(cell, spatial, output_size, strict=True)
+        ranges = [range((i * n) // o, -((-(i + 1) * n) // o)) for i, n, o in sizes]
+        windows.append([int(np.ravel_multi_index(p, spatial)) for p in itertools.product(*ranges)])
+    width = max(len(w) for w in windows)
+    positions = np.asarray([w + [w[0]] * (width - len(w)) for w in windows], np.int64)  # [cells, width]
+    lead = cx.rank(x) - len(spatial)
+    flat = cx.emit("Reshape", x, cx.const(np.asarray([0] * lead + [-1], np.int64)))
+    values = cx.emit("Gather", flat, cx.const(positions), axis=lead)  # [..., cells, width]
+    best = cx.emit("ArgMax", values, axis=-1, keepdims=0, select_last_index=0)  # [..., cells]
+    offsets = cx.const(np.arange(len(windows), dtype=np.int64) * width)
+    picked = cx.emit("Gather", cx.const(positions.reshape(-1)), cx.emit("Add", best, offsets), axis=0)
+    return cx.emit("Reshape", picked, cx.const(np.asarray([0] * lead + list(output_size), np.int64)))

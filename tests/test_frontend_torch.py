@@ -329,6 +329,40 @@ def test_adaptive_max_pooling_gives_torch_s_indices_over_uneven_windows_and_ties
                    backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip
 
 
+class _BilinearPoolBackwardRrelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bilinear = torch.nn.Bilinear(4, 3, 5)
+
+    def forward(self, a, b, x, g):
+        y, indices = torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)
+        back = torch.ops.aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, indices)
+        return self.bilinear(a, b), y, back, torch.nn.functional.rrelu(x, 0.1, 0.3, training=False)
+
+
+def test_bilinear_max_pool_backward_and_evaluation_rrelu_match_eager():
+    a, b = torch.randn(6, 4), torch.randn(6, 3)
+    x = torch.randn(2, 3, 7, 6)
+    x[0, 0, :3, :3] = 1.0  # a tie inside one window
+    g = torch.randn(2, 3, 4, 3)
+    module = _BilinearPoolBackwardRrelu()
+    args = (a, b, x, g)
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime"), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_training_rrelu_draws_slopes_between_its_bounds():
+    class Rrelu(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.rrelu(x, 0.1, 0.3, training=True)
+
+    x = torch.cat([torch.linspace(-5, -0.5, 50), torch.linspace(0, 5, 10)])
+    (y,) = irforge.interpret(from_torch(Rrelu(), (x,)), [x.numpy()])
+    slopes = y[:50] / x[:50].numpy()
+    assert np.all((slopes >= 0.1 - 1e-6) & (slopes <= 0.3 + 1e-6)) and np.unique(slopes).size > 10
+    np.testing.assert_array_equal(y[50:], x[50:].numpy())
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

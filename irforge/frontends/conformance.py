@@ -207,7 +207,13 @@ _RANDOM = ("rand", "normal", "uniform", "bernoulli", "dropout", "multinomial", "
 def _draws_random(ep) -> bool:
     """Whether the program draws random numbers or returns uninitialised memory (``empty``): no
     engine reproduces those, so such samples are compared on shape and dtype only."""
-    return any(n.op == "call_function" and any(r in str(n.target) for r in _RANDOM) for n in ep.graph.nodes)
+    return any(n.op == "call_function" and (any(r in str(n.target) for r in _RANDOM) or _rrelu_training(n))
+               for n in ep.graph.nodes)  # fmt: skip
+
+
+def _rrelu_training(n) -> bool:
+    """rrelu draws its slopes in training only (in evaluation it is a fixed leaky ReLU)."""
+    return "rrelu" in str(n.target) and (True in n.args or n.kwargs.get("training") is True)
 
 
 def _torch_peer(module, tensors, arrays):

@@ -256,6 +256,39 @@ def _leaky_relu(cx, x, negative_slope=0.01):
     return cx.emit_typed("LeakyRelu", cx.tensor(x), alpha=float(negative_slope))
 
 
+@aten("rrelu_with_noise_functional.default")
+def _rrelu(cx, x, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    """Randomized leaky ReLU: in training a slope drawn from [lower, upper] per negative element
+    (returned as the new noise, 1 elsewhere); in evaluation the mean slope, the noise untouched."""
+    x = cx.tensor(x, cx.dtype(x))
+    dt = cx.dtype(x)
+    negative = cx.emit("Less", x, cx.tensor(0, dt))
+    if not training:
+        slope = cx.tensor((lower + upper) / 2, dt)
+        return _outputs(cx, cx.emit("Where", negative, cx.emit("Mul", x, slope), x), noise)
+    shape = cx.shape(x)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotMapped("rrelu in training over symbolic sizes")
+    drawn = cx.emit("RandomUniform", dtype=int(dt), shape=list(shape) or [1], low=float(lower), high=float(upper))
+    drawn = cx.emit("Reshape", drawn, cx.const(np.asarray(list(shape), np.int64)))
+    new_noise = cx.emit("Where", negative, drawn, cx.tensor(1, dt))
+    return _outputs(cx, cx.emit("Mul", x, new_noise), new_noise)
+
+
+@aten("_trilinear.default")
+def _trilinear(cx, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """The product of three tensors, each unsqueezed at its ``expand`` dims, summed over ``sumdim``
+    (what ``bilinear`` decomposes into)."""
+    parts = []
+    for t, expand in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        t = cx.tensor(t, cx.dtype(t))
+        parts.append(cx.emit("Unsqueeze", t, cx.const(np.asarray(sorted(expand), np.int64))) if expand else t)
+    product = cx.emit("Mul", cx.emit("Mul", parts[0], parts[1]), parts[2])
+    if not sumdim:
+        return cx.emit_typed("Identity", product)
+    return cx.emit_typed("ReduceSum", product, cx.const(np.asarray(sorted(sumdim), np.int64)), keepdims=0)
+
+
 @aten("elu.default")
 def _elu(cx, x, alpha=1.0, scale=1.0, input_scale=1.0):
     x = cx.tensor(x)
@@ -1275,6 +1308,22 @@ def _pool_attrs(nd, kernel, stride, padding, dilation=None, ceil_mode=False):
     if dilation is not None:
         attrs["dilations"] = full(dilation, [1])
     return attrs
+
+
+@aten("max_pool2d_with_indices_backward.default", "max_pool3d_with_indices_backward.default")
+def _max_pool_backward(cx, grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """Each output gradient added at the input position its maximum came from (``indices`` are flat
+    positions in each spatial plane, as the forward op gives them)."""
+    grad, x = cx.tensor(grad, cx.dtype(grad)), cx.tensor(x, cx.dtype(x))
+    nd = 3 if "3d" in str(cx.fx.target) else 2
+    lead = cx.rank(x) - nd
+    planes = cx.const(np.asarray([0] * lead + [-1], np.int64))
+    flat_x = cx.emit("Reshape", x, planes)
+    zeros = cx.emit("Mul", flat_x, cx.tensor(0, cx.dtype(x)))
+    zeros = cx.emit("Where", cx.emit("IsNaN", zeros), cx.tensor(0, cx.dtype(x)), zeros)  # inf * 0
+    summed = cx.emit("ScatterElements", zeros, cx.emit("Reshape", indices, planes), cx.emit("Reshape", grad, planes),
+                     axis=lead, reduction="add")  # fmt: skip
+    return cx.emit_typed("Reshape", summed, cx.emit("Shape", x))
 
 
 @aten("max_pool2d_with_indices.default", "max_pool3d_with_indices.default", "max_pool1d_with_indices.default")

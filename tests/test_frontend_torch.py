@@ -363,6 +363,30 @@ def test_training_rrelu_draws_slopes_between_its_bounds():
     np.testing.assert_array_equal(y[50:], x[50:].numpy())
 
 
+class _Segments(torch.nn.Module):
+    def __init__(self, reduce, initial, offsets):
+        super().__init__()
+        self.reduce, self.initial, self.offsets = reduce, initial, offsets
+
+    def forward(self, x, bounds):
+        kw = {} if self.initial is None else {"initial": self.initial}
+        kw["offsets" if self.offsets else "lengths"] = bounds
+        return torch.segment_reduce(x, self.reduce, **kw)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "mean", "sum", "prod"])
+def test_segment_reduce_follows_torch_s_rules_for_initial_empty_segments_and_nan(reduce):
+    nan = float("nan")
+    for x in [torch.tensor([3.0, -1.0, 5.0, 2.0, 7.0]), torch.tensor([nan, 1.0, 2.0, 3.0, 4.0]), torch.randn(5, 3)]:
+        for offsets in (False, True):
+            bounds = torch.tensor([0, 0, 1, 3, 5]) if offsets else torch.tensor([0, 1, 2, 2])  # an empty first segment
+            for initial in (None, 1.0, 10.0):
+                module = _Segments(reduce, initial, offsets)
+                want = _eager(module, (x, bounds))
+                assert_matches(from_torch(module, (x, bounds)), [x.numpy(), bounds.numpy()], want,
+                               backends=("reference", "onnxruntime"), rtol=1e-6, atol=1e-6)  # fmt: skip
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

@@ -1923,6 +1923,69 @@ def _nonzero(cx, x):
     return cx.emit_typed("Transpose", cx.emit("NonZero", x), perm=[1, 0])
 
 
+_SEGMENT_IDENTITY = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}
+
+
+@aten("segment_reduce.default")
+def _segment_reduce(cx, data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False,
+                    initial=None):  # fmt: skip
+    """Reductions over consecutive segments of axis 0 given by ``lengths`` or ``offsets`` (data):
+    a segment-by-element mask, the reduction over it, and torch's rules: ``initial`` (else the
+    reduction's identity) takes part in every segment, a mean divides by the segment's length,
+    an empty mean is ``initial`` (else NaN), and a NaN in a max/min segment wins."""
+    data = cx.tensor(data, cx.dtype(data))
+    dt, shape = cx.dtype(data), cx.shape(data)
+    if axis != 0 or indices is not None or reduce not in _SEGMENT_IDENTITY or not isinstance(shape[0], int):
+        raise NotMapped(f"segment_reduce {reduce!r} along axis {axis} (axis 0 of a static length is mapped)")
+    if lengths is None:
+        if offsets is None or cx.rank(offsets) != 1:
+            raise NotMapped("segment_reduce without 1-D lengths or offsets")
+        offsets = cx.cast(offsets, DataType.INT64)
+        lengths = cx.emit("Sub", _slice0(cx, offsets, 1, None), _slice0(cx, offsets, 0, -1))
+    elif cx.rank(lengths) != 1:
+        raise NotMapped("segment_reduce with lengths per leading index")
+    lengths = cx.cast(lengths, DataType.INT64)
+    np_dt, rank, n = to_numpy(dt), len(shape), shape[0]
+    ends = cx.emit("CumSum", lengths, cx.const(np.asarray(0, np.int64)))
+    starts = cx.emit("Sub", ends, lengths)
+    column = cx.const(np.asarray([1, *range(2, rank + 1)], np.int64))
+    position = cx.const(np.arange(n, dtype=np.int64).reshape([1, n] + [1] * (rank - 1)))
+    inside = cx.emit("And", cx.emit("GreaterOrEqual", position, cx.emit("Unsqueeze", starts, column)),
+                     cx.emit("Less", position, cx.emit("Unsqueeze", ends, column)))  # [segments, n, 1...]
+    rows = cx.emit("Unsqueeze", data, cx.const(np.asarray([0], np.int64)))  # [1, n, ...]
+    start = _SEGMENT_IDENTITY[reduce] if initial is None else float(initial)
+    one_axis = cx.const(np.asarray([1], np.int64))
+    if reduce in ("max", "min"):
+        nan = cx.emit("IsNaN", rows)
+        fill = cx.const(np.asarray(_SEGMENT_IDENTITY[reduce], np_dt))
+        picked = cx.emit("Where", cx.emit("And", inside, cx.emit("Not", nan)), rows, fill)
+        out = cx.emit("ReduceMax" if reduce == "max" else "ReduceMin", picked, one_axis, keepdims=0)
+        out = cx.emit("Max" if reduce == "max" else "Min", out, cx.const(np.asarray(start, np_dt)))
+        any_nan = cx.emit("ReduceMax", cx.emit("Cast", cx.emit("And", inside, nan), to=int(DataType.INT32)), one_axis,
+                          keepdims=0)  # fmt: skip
+        return cx.emit_typed("Where", cx.cast(any_nan, DataType.BOOL), cx.const(np.asarray(np.nan, np_dt)), out)
+    if reduce == "prod":
+        picked = cx.emit("Where", inside, rows, cx.const(np.asarray(1, np_dt)))
+        product = cx.emit("ReduceProd", picked, one_axis, keepdims=0)
+        return cx.emit_typed("Mul", product, cx.const(np.asarray(start, np_dt)))
+    total = cx.emit("ReduceSum", cx.emit("Where", inside, rows, cx.const(np.asarray(0, np_dt))), one_axis, keepdims=0)
+    total = cx.emit("Add", total, cx.const(np.asarray(start, np_dt)))
+    if reduce == "sum":
+        return cx.emit_typed("Identity", total)
+    count = cx.emit("Reshape", cx.cast(lengths, dt), cx.const(np.asarray([-1] + [1] * (rank - 1), np.int64)))
+    mean = cx.emit("Div", total, count)
+    if initial is None:
+        return cx.emit_typed("Identity", mean)
+    empty = cx.emit("Equal", count, cx.const(np.asarray(0, np_dt)))
+    return cx.emit_typed("Where", empty, cx.const(np.asarray(start, np_dt)), mean)
+
+
+def _slice0(cx, v: Value, start: int, end: int | None) -> Value:
+    stop = np.iinfo(np.int64).max if end is None else end
+    return cx.emit("Slice", v, cx.const(np.asarray([start], np.int64)), cx.const(np.asarray([stop], np.int64)),
+                   cx.const(np.asarray([0], np.int64)))  # fmt: skip
+
+
 @aten("nonzero_static.default")
 def _nonzero_static(cx, x, *, size, fill_value=-1):
     """The first ``size`` rows of ``nonzero``, padded with ``fill_value`` rows: a static shape."""

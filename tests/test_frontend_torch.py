@@ -387,6 +387,19 @@ def test_segment_reduce_follows_torch_s_rules_for_initial_empty_segments_and_nan
                                backends=("reference", "onnxruntime"), rtol=1e-6, atol=1e-6)  # fmt: skip
 
 
+class _Mode(torch.nn.Module):
+    def forward(self, x, i):
+        return (*torch.mode(x, 1), *torch.mode(x, 0, True), *torch.mode(i, -1))
+
+
+def test_mode_takes_the_smallest_most_frequent_value_and_its_last_position():
+    x = torch.tensor([[3.0, 1, 3, 1, 2, 1, 3], [5, 5, 4, 4, 0, 0, 9], [1, 2, 3, 4, 5, 6, 7], [2, 2, 2, 2, 2, 2, 2]])
+    i = torch.randint(0, 4, (3, 9))
+    module = _Mode()
+    assert_matches(from_torch(module, (x, i)), [x.numpy(), i.numpy()], _eager(module, (x, i)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

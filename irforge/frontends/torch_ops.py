@@ -2658,7 +2658,36 @@ def _householder_product(cx, a, tau):
 
 
 _PAIRWISE_LIMIT = 1 << 26
-"""Most elements of the pairwise comparison ``cummax``/``cummin`` builds for their indices."""
+"""Most elements of the pairwise comparisons ``mode`` and ``cummax``/``cummin`` build."""
+
+
+@aten("mode.default")
+def _mode(cx, x, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest among equally frequent ones) and the
+    last position holding it, as torch's CPU kernel gives them; counted by pairwise comparison."""
+    x = cx.tensor(x, cx.dtype(x))
+    shape, dt = cx.shape(x), cx.dtype(x)
+    if not shape:
+        return _outputs(cx, x, cx.const(np.asarray(0, np.int64)))
+    axis = _axis(dim, len(shape))
+    n = shape[axis]
+    if not all(isinstance(d, int) for d in shape) or n * math.prod(shape) > _PAIRWISE_LIMIT:
+        raise NotMapped("mode over a symbolic or very long axis")
+    np_dt = to_numpy(dt)
+    at_i = cx.emit("Unsqueeze", x, cx.const(np.asarray([axis + 1], np.int64)))
+    at_j = cx.emit("Unsqueeze", x, cx.const(np.asarray([axis], np.int64)))
+    same = cx.emit("Cast", cx.emit("Equal", at_i, at_j), to=int(DataType.INT64))
+    counts = cx.emit("ReduceSum", same, cx.const(np.asarray([axis + 1], np.int64)), keepdims=0)
+    axes = cx.const(np.asarray([axis], np.int64))
+    most = cx.emit("Equal", counts, cx.emit("ReduceMax", counts, axes, keepdims=1))
+    top = np.inf if is_floating(dt) else (True if dt == DataType.BOOL else np.iinfo(np_dt).max)
+    value = cx.emit("ReduceMin", cx.emit("Where", most, x, cx.const(np.asarray(top, np_dt))), axes, keepdims=1)
+    position = cx.const(np.arange(n, dtype=np.int64).reshape([n] + [1] * (len(shape) - axis - 1)))
+    held = cx.emit("Where", cx.emit("Equal", x, value), position, cx.const(np.asarray(-1, np.int64)))
+    index = cx.emit("ReduceMax", held, axes, keepdims=1)
+    if not keepdim:
+        value, index = cx.emit("Squeeze", value, axes), cx.emit("Squeeze", index, axes)
+    return _outputs(cx, value, index)
 
 
 @aten("cummax.default", "cummin.default")

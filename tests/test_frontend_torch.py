@@ -400,6 +400,23 @@ def test_mode_takes_the_smallest_most_frequent_value_and_its_last_position():
                    backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip
 
 
+class _PolygammaZeta(torch.nn.Module):
+    def forward(self, x, a, q):
+        return (*(torch.polygamma(n, x) for n in (1, 2, 3, 4, 7)), torch.special.zeta(a, q))
+
+
+def test_polygamma_and_hurwitz_zeta_match_eager_across_poles_and_negative_arguments():
+    """Orders 1 (ATen's trigamma) and 2+ (Cephes' zeta, its loops unrolled with their early exits
+    as masks) over negative non-integers, the poles, huge q, NaN and inf."""
+    x = torch.cat([torch.linspace(-9, 9, 181), torch.tensor([0.0, -1.0, -2.0, 0.5, 1e-3, 50.0, 1e9, np.nan, np.inf])])
+    a = torch.tensor([1.0, 1.5, 2.0, 3.0, 4.5, 10.0, 0.5, 2.0, 2.0, 3.0, 50.0])
+    q = torch.tensor([1.0, 2.0, 0.5, -2.5, -3.0, 3.0, 1.0, -1.0, 1e9, -30.5, 0.3])
+    module = _PolygammaZeta()
+    args = (x, a, q)
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

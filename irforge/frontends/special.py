@@ -281,6 +281,86 @@ def frexp(e: Emitter, x: Value) -> tuple[Value, Value]:
     return mantissa, e.cast(m.where(ok, exponent, 0.0), DataType.INT32)
 
 
+def trigamma(e: Emitter, x: Value) -> Value:
+    """ψ' as ATen's ``trigamma`` computes it: reflection below 1/2, six recurrence steps, then the
+    asymptotic series."""
+
+    def compute(m: _Math, x: Value) -> Value:
+        below = m.Less(x, 0.5)
+        sin_pi_x = m.Sin(m.Mul(x, math.pi))
+        result = m.where(below, m.Neg(m.Div(math.pi * math.pi, m.Mul(sin_pi_x, sin_pi_x))), 0.0)
+        x = m.where(below, m.Sub(1.0, x), x)
+        for _ in range(6):
+            result = m.Add(result, m.Div(1.0, m.Mul(x, x)))
+            x = m.Add(x, 1.0)
+        ixx = m.Div(1.0, m.Mul(x, x))
+        series = m.Sub(1.0 / 30, m.Mul(ixx, 1.0 / 42))
+        series = m.Add(m.Add(1.0, m.Div(1.0, m.Mul(x, 2.0))), m.Mul(ixx, m.Sub(1.0 / 6, m.Mul(ixx, series))))
+        result = m.Add(result, m.Div(series, x))
+        return m.where(below, m.Neg(result), result)
+
+    return _widened(e, x, compute)
+
+
+ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+          -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17,
+          -7.1661652561756670113e18)  # fmt: skip
+ZETA_TERMS = 64
+"""Direct terms of the Euler-Maclaurin sum: Cephes sums until ``q + i > 9`` (and at least 9),
+so every ``q > 9 - ZETA_TERMS`` gets exactly its terms."""
+_MACHEP = 1.11022302462515654042e-16
+
+
+def zeta(e: Emitter, x: Value, q: Value) -> Value:
+    """The Hurwitz zeta function ζ(x, q) as Cephes' ``zeta`` (and ATen's) computes it, in float64:
+    the loops unrolled, each one's early exit kept as a mask, so the sum stops where theirs does."""
+    dtype = x.type.dtype
+    m = _Math(e, DataType.DOUBLE)
+    x, q = e.cast(x, DataType.DOUBLE), e.cast(q, DataType.DOUBLE)
+    s = m.Pow(q, m.Neg(x))
+    done = m.Less(m.Abs(s), -1.0)  # all false, shaped like the result
+    b = m.Mul(s, 0.0)
+    last = q
+    for i in range(1, ZETA_TERMS + 1):
+        a = m.Add(q, float(i))
+        # Cephes' loop condition before this step: fewer than 9 terms so far, or q + i - 1 <= 9
+        active = m.Not(done) if i <= 9 else m.And(m.Not(done), m.LessOrEqual(m.Add(q, float(i - 1)), 9.0))
+        term = m.Pow(a, m.Neg(x))
+        s = m.where(active, m.Add(s, term), s)
+        b, last = m.where(active, term, b), m.where(active, a, last)
+        done = m.Or(done, m.And(active, m.And(m.Less(m.Mul(s, -_MACHEP), term), m.Less(term, m.Mul(s, _MACHEP)))))
+    w = last
+    s = m.where(done, s, m.Sub(m.Add(s, m.Div(m.Mul(b, w), m.Sub(x, 1.0))), m.Mul(b, 0.5)))
+    a, k = m.c(1.0), 0.0
+    for coefficient in ZETA_A:
+        a = m.Mul(a, m.Add(x, k))
+        b = m.Div(b, w)
+        t = m.Div(m.Mul(a, b), coefficient)
+        added = m.Add(s, t)
+        s = m.where(done, s, added)
+        done = m.Or(done, m.Less(m.Abs(m.Div(t, added)), _MACHEP))
+        k += 1.0
+        a = m.Mul(a, m.Add(x, k))
+        b = m.Div(b, w)
+        k += 1.0
+    # the domain: a pole at x = 1 and at the non-positive integers q; NaN below x = 1 and for a
+    # negative non-integer q with a non-integer x
+    q_integer = m.Equal(q, m.Floor(q))
+    s = m.where(m.And(m.LessOrEqual(q, 0.0), m.Not(q_integer)), m.where(m.Equal(x, m.Floor(x)), s, math.nan), s)
+    s = m.where(m.And(m.LessOrEqual(q, 0.0), q_integer), math.inf, s)
+    s = m.where(m.Less(x, 1.0), math.nan, s)
+    s = m.where(m.Equal(x, 1.0), math.inf, s)
+    return e.cast(s, dtype)
+
+
+def polygamma(e: Emitter, n: int, x: Value) -> Value:
+    """ψ⁽ⁿ⁾ for n >= 2 as ATen's ``calc_polygamma``: (-1)^(n+1) n! ζ(n + 1, x)."""
+    m = _Math(e, DataType.DOUBLE)
+    order = e.const(np.asarray(n + 1, to_numpy(x.type.dtype)))
+    value = m.Mul(e.cast(zeta(e, order, x), DataType.DOUBLE), (1.0 if n % 2 else -1.0) * math.factorial(n))
+    return e.cast(value, x.type.dtype)
+
+
 # Cephes' ndtri (as ATen's calc_ndtri carries it): a rational approximation around the median, and
 # two in z = sqrt(-2 log y) for the tails (2 <= z < 8, 8 <= z < 64); highest order first.
 NDTRI_P0 = (-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,

@@ -150,9 +150,21 @@ def _histc(cx, x, bins=100, min=0, max=0):  # torch's argument names
 
 @aten("polygamma.default")
 def _polygamma(cx, n, x):
-    if n != 0:
-        raise NotMapped(f"polygamma of order {n} (order 0, digamma, is mapped)")
-    return _special(_torch_digamma)(cx, x)
+    if not isinstance(n, int) or n < 0:
+        raise NotMapped(f"polygamma of order {n!r}")
+    if n == 0:
+        return _special(_torch_digamma)(cx, x)
+    if n == 1:
+        return _special(special.trigamma)(cx, x)
+    return _special(lambda e, v: special.polygamma(e, n, v))(cx, x)
+
+
+@aten("special_zeta.default")
+def _zeta(cx, x, q):
+    dt = _promoted(cx, x, q)
+    if not is_floating(dt):
+        raise NotMapped(f"zeta of {dt.name}")
+    return cx.emit_typed("Identity", special.zeta(cx, cx.tensor(x, dt), cx.tensor(q, dt)))
 
 
 @aten("round.default")

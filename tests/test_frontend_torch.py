@@ -417,6 +417,22 @@ def test_polygamma_and_hurwitz_zeta_match_eager_across_poles_and_negative_argume
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
 
 
+class _BesselJY(torch.nn.Module):
+    def forward(self, x, d):
+        s = torch.special
+        return (*(f(t) for t in (x, d) for f in (s.bessel_j0, s.bessel_j1, s.bessel_y0, s.bessel_y1)),
+                s.spherical_bessel_j0(x))  # fmt: skip
+
+
+def test_bessel_j_and_y_match_eager_across_the_switch_at_5_and_the_edges():
+    edges = [0.0, -0.0, 1e-6, 4.999, 5.0, 5.001, 0.3, -0.49, 1e3, 1e5, np.nan, np.inf, -np.inf]
+    x = torch.from_numpy(np.concatenate([np.linspace(-30, 30, 601), edges]).astype(np.float32))
+    d = x.double()
+    module = _BesselJY()
+    assert_matches(from_torch(module, (x, d)), [x.numpy(), d.numpy()], _eager(module, (x, d)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
 class _Search(torch.nn.Module):
     def forward(self, x, b, rows, values, sorter):
         return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),

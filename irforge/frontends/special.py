@@ -361,6 +361,138 @@ def polygamma(e: Emitter, n: int, x: Value) -> Value:
     return e.cast(value, x.type.dtype)
 
 
+# Cephes' Bessel functions of the first and second kind, orders 0 and 1 (ATen's bessel_j0_forward
+# and its siblings): rational approximations up to 5, asymptotic forms beyond; highest order first
+J0_PP = (7.96936729297347051624e-04, 8.28352392107440799803e-02, 1.23953371646414299388e+00,
+         5.44725003058768775090e+00, 8.74716500199817011941e+00, 5.30324038235394892183e+00,
+         9.99999999999999997821e-01)  # fmt: skip
+J0_PQ = (9.24408810558863637013e-04, 8.56288474354474431428e-02, 1.25352743901058953537e+00,
+         5.47097740330417105182e+00, 8.76190883237069594232e+00, 5.30605288235394617618e+00,
+         1.00000000000000000218e+00)  # fmt: skip
+J0_QP = (-1.13663838898469149931e-02, -1.28252718670509318512e+00, -1.95539544257735972385e+01,
+         -9.32060152123768231369e+01, -1.77681167980488050595e+02, -1.47077505154951170175e+02,
+         -5.14105326766599330220e+01, -6.05014350600728481186e+00)  # fmt: skip
+J0_QQ = (6.43178256118178023184e+01, 8.56430025976980587198e+02, 3.88240183605401609683e+03,
+         7.24046774195652478189e+03, 5.93072701187316984827e+03, 2.06209331660327847417e+03,
+         2.42005740240291393179e+02)  # fmt: skip
+J0_RP = (-4.79443220978201773821e+09, 1.95617491946556577543e+12, -2.49248344360967716204e+14,
+         9.70862251047306323952e+15)  # fmt: skip
+J0_RQ = (4.99563147152651017219e+02, 1.73785401676374683123e+05, 4.84409658339962045305e+07,
+         1.11855537045356834862e+10, 2.11277520115489217587e+12, 3.10518229857422583814e+14,
+         3.18121955943204943306e+16, 1.71086294081043136091e+18)  # fmt: skip
+Y0_YP = (1.55924367855235737965e+04, -1.46639295903971606143e+07, 5.43526477051876500413e+09,
+         -9.82136065717911466409e+11, 8.75906394395366999549e+13, -3.46628303384729719441e+15,
+         4.42733268572569800351e+16, -1.84950800436986690637e+16)  # fmt: skip
+Y0_YQ = (1.04128353664259848412e+03, 6.26107330137134956842e+05, 2.68919633393814121987e+08,
+         8.64002487103935000337e+10, 2.02979612750105546709e+13, 3.17157752842975028269e+15,
+         2.50596256172653059228e+17)  # fmt: skip
+J1_PP = (7.62125616208173112003e-04, 7.31397056940917570436e-02, 1.12719608129684925192e+00,
+         5.11207951146807644818e+00, 8.42404590141772420927e+00, 5.21451598682361504063e+00,
+         1.00000000000000000254e+00)  # fmt: skip
+J1_PQ = (5.71323128072548699714e-04, 6.88455908754495404082e-02, 1.10514232634061696926e+00,
+         5.07386386128601488557e+00, 8.39985554327604159757e+00, 5.20982848682361821619e+00,
+         9.99999999999999997461e-01)  # fmt: skip
+J1_QP = (5.10862594750176621635e-02, 4.98213872951233449420e+00, 7.58238284132545283818e+01,
+         3.66779609360150777800e+02, 7.10856304998926107277e+02, 5.97489612400613639965e+02,
+         2.11688757100572135698e+02, 2.52070205858023719784e+01)  # fmt: skip
+J1_QQ = (7.42373277035675149943e+01, 1.05644886038262816351e+03, 4.98641058337653607651e+03,
+         9.56231892404756170795e+03, 7.99704160447350683650e+03, 2.82619278517639096600e+03,
+         3.36093607810698293419e+02)  # fmt: skip
+J1_RP = (-8.99971225705559398224e+08, 4.52228297998194034323e+11, -7.27494245221818276015e+13,
+         3.68295732863852883286e+15)  # fmt: skip
+J1_RQ = (6.20836478118054335476e+02, 2.56987256757748830383e+05, 8.35146791431949253037e+07,
+         2.21511595479792499675e+10, 4.74914122079991414898e+12, 7.84369607876235854894e+14,
+         8.95222336184627338078e+16, 5.32278620332680085395e+18)  # fmt: skip
+Y1_YP = (1.26320474790178026440e+09, -6.47355876379160291031e+11, 1.14509511541823727583e+14,
+         -8.12770255501325109621e+15, 2.02439475713594898196e+17, -7.78877196265950026825e+17)  # fmt: skip
+Y1_YQ = (5.94301592346128195359e+02, 2.35564092943068577943e+05, 7.34811944459721705660e+07,
+         1.87601316108706159478e+10, 3.88231277496238566008e+12, 6.20557727146953693363e+14,
+         6.87141087355300489866e+16, 3.97270608116560655612e+18)  # fmt: skip
+_SQRT_2_OVER_PI = 0.797884560802865355879892119868763737
+_TWO_OVER_PI = 0.636619772367581343075535053490057448
+
+
+def _horner(m: _Math, z: Value, coefficients: tuple[float, ...]) -> Value:
+    """ATen's loops: ``acc = acc * z + c`` from zero, highest order first."""
+    acc = m.c(0.0)
+    for c in coefficients:
+        acc = m.Add(m.Mul(acc, z), c)
+    return acc
+
+
+def _bessel_far(m: _Math, x: Value, order: int, second_kind: bool) -> Value:
+    """The asymptotic form beyond 5 (``x`` already kept above 5 where it is not used)."""
+    pp, pq, qp, qq = (J0_PP, J0_PQ, J0_QP, J0_QQ) if order == 0 else (J1_PP, J1_PQ, J1_QP, J1_QQ)
+    w = m.Div(25.0, m.Mul(x, x)) if order == 0 else m.Mul(m.Div(5.0, x), m.Div(5.0, x))
+    p, q = m.Div(_horner(m, w, pp), _horner(m, w, pq)), m.Div(_horner(m, w, qp), _horner(m, w, qq))
+    phase = m.Sub(x, 0.785398163397448309615660845819875721 if order == 0 else 2.356194490192344928846982537459627163)
+    q5 = m.Mul(m.Div(5.0, x), q)
+    if second_kind:
+        value = m.Add(m.Mul(p, m.Sin(phase)), m.Mul(q5, m.Cos(phase)))
+    else:
+        value = m.Sub(m.Mul(p, m.Cos(phase)), m.Mul(q5, m.Sin(phase)))
+    return m.Div(m.Mul(value, _SQRT_2_OVER_PI), m.Sqrt(x))
+
+
+def _bessel_j_near(m: _Math, x: Value, order: int) -> Value:
+    z = m.Mul(x, x)
+    if order == 0:
+        rational = m.Div(_horner(m, z, J0_RP), _horner(m, z, J0_RQ))
+        near = m.Mul(m.Mul(m.Sub(z, 5.78318596294678452118e+00), m.Sub(z, 3.04712623436620863991e+01)), rational)
+        return m.where(m.Less(x, 0.00001), m.Sub(1.0, m.Div(z, 4.0)), near)
+    rational = m.Div(_horner(m, z, J1_RP), _horner(m, z, J1_RQ))
+    return m.Mul(m.Mul(m.Mul(rational, x), m.Sub(z, 1.46819706421238932572e+01)), m.Sub(z, 4.92184563216946036703e+01))
+
+
+def bessel_j(e: Emitter, x: Value, order: int) -> Value:
+    """J0 (even) or J1 (odd) as ATen computes them, in ``x``'s own float type."""
+
+    def compute(m: _Math, x: Value) -> Value:
+        ax = m.Abs(x)
+        far = m.Greater(ax, 5.0)
+        value = m.where(far, _bessel_far(m, m.where(far, ax, 5.0), order, False),
+                        _bessel_j_near(m, m.where(far, 0.0, ax), order))  # fmt: skip
+        return value if order == 0 else m.where(m.Less(x, 0.0), m.Neg(value), value)
+
+    return _widened(e, x, compute)
+
+
+def bessel_y(e: Emitter, x: Value, order: int) -> Value:
+    """Y0 or Y1 as ATen computes them: -inf at 0, NaN below."""
+
+    def compute(m: _Math, x: Value) -> Value:
+        far = m.Greater(x, 5.0)
+        near_x = m.where(m.And(m.Not(far), m.Greater(x, 0.0)), x, 1.0)
+        z = m.Mul(near_x, near_x)
+        j = _bessel_j_near(m, near_x, order)
+        if order == 0:
+            rational = m.Div(_horner(m, z, Y0_YP), _horner(m, z, Y0_YQ))
+            near = m.Add(rational, m.Mul(m.Mul(m.Log(near_x), j), _TWO_OVER_PI))
+        else:
+            rational = m.Mul(near_x, m.Div(_horner(m, z, Y1_YP), _horner(m, z, Y1_YQ)))
+            near = m.Add(rational, m.Mul(m.Sub(m.Mul(j, m.Log(near_x)), m.Div(1.0, near_x)), _TWO_OVER_PI))
+        value = m.where(far, _bessel_far(m, m.where(far, x, 5.0), order, True), near)
+        value = m.where(m.Or(m.Less(x, 0.0), m.IsNaN(x)), math.nan, value)
+        return m.where(m.Equal(x, 0.0), -math.inf, value)
+
+    return _widened(e, x, compute)
+
+
+def spherical_bessel_j0(e: Emitter, x: Value) -> Value:
+    """sin(x)/x, with ATen's series below 1/2 and 0 at ±inf."""
+
+    def compute(m: _Math, x: Value) -> Value:
+        z = m.Mul(x, x)
+        series = m.c(1.0 / 6227020800)
+        for c in (-1.0 / 39916800, 1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6):
+            series = m.Add(m.Mul(z, series), c)
+        series = m.Add(m.Mul(z, series), 1.0)
+        value = m.where(m.Less(m.Abs(x), 0.5), series, m.Div(m.Sin(x), x))
+        return m.where(m.IsInf(x), 0.0, value)
+
+    return _widened(e, x, compute)
+
+
 # Cephes' ndtri (as ATen's calc_ndtri carries it): a rational approximation around the median, and
 # two in z = sqrt(-2 log y) for the tails (2 <= z < 8, 8 <= z < 64); highest order first.
 NDTRI_P0 = (-5.99633501014107895267e1, 9.80010754185999661536e1, -5.66762857469070293439e1,

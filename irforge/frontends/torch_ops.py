@@ -98,6 +98,11 @@ aten("special_i0e.default")(_special(special.bessel_i0e))
 aten("special_i1.default", "special_modified_bessel_i1.default")(_special(special.bessel_i1))
 aten("special_i1e.default")(_special(special.bessel_i1e))
 aten("special_ndtri.default")(_special(special.ndtri))
+aten("special_bessel_j0.default")(_special(lambda e, x: special.bessel_j(e, x, 0)))
+aten("special_bessel_j1.default")(_special(lambda e, x: special.bessel_j(e, x, 1)))
+aten("special_bessel_y0.default")(_special(lambda e, x: special.bessel_y(e, x, 0)))
+aten("special_bessel_y1.default")(_special(lambda e, x: special.bessel_y(e, x, 1)))
+aten("special_spherical_bessel_j0.default")(_special(special.spherical_bessel_j0))
 
 
 @aten("nextafter.default")

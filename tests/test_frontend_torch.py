@@ -420,12 +420,13 @@ def test_polygamma_and_hurwitz_zeta_match_eager_across_poles_and_negative_argume
 class _BesselJY(torch.nn.Module):
     def forward(self, x, d):
         s = torch.special
-        return (*(f(t) for t in (x, d) for f in (s.bessel_j0, s.bessel_j1, s.bessel_y0, s.bessel_y1)),
-                s.spherical_bessel_j0(x))  # fmt: skip
+        kinds = (s.bessel_j0, s.bessel_j1, s.bessel_y0, s.bessel_y1, s.modified_bessel_k0, s.modified_bessel_k1,
+                 s.scaled_modified_bessel_k0, s.scaled_modified_bessel_k1)  # fmt: skip
+        return (*(f(t) for t in (x, d) for f in kinds), s.spherical_bessel_j0(x))
 
 
-def test_bessel_j_and_y_match_eager_across_the_switch_at_5_and_the_edges():
-    edges = [0.0, -0.0, 1e-6, 4.999, 5.0, 5.001, 0.3, -0.49, 1e3, 1e5, np.nan, np.inf, -np.inf]
+def test_bessel_j_y_and_k_match_eager_across_their_switches_and_the_edges():
+    edges = [0.0, -0.0, 1e-6, 1.999, 2.0, 2.001, 4.999, 5.0, 5.001, 0.3, -0.49, 1e3, 1e5, np.nan, np.inf, -np.inf]
     x = torch.from_numpy(np.concatenate([np.linspace(-30, 30, 601), edges]).astype(np.float32))
     d = x.double()
     module = _BesselJY()

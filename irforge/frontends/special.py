@@ -227,6 +227,59 @@ def bessel_i1(e: Emitter, x: Value) -> Value:
     return _widened(e, x, lambda m, x: m.Mul(m.Exp(m.Abs(x)), _bessel_e(m, x, I1E_BELOW_8, I1E_ABOVE_8, 1)))
 
 
+K0_BELOW_2 = (1.37446543561352307156e-16, 4.25981614279661018399e-14, 1.03496952576338420167e-11,
+              1.90451637722020886025e-09, 2.53479107902614945675e-07, 2.28621210311945178607e-05,
+              1.26461541144692592338e-03, 3.59799365153615016266e-02, 3.44289899924628486886e-01,
+              -5.35327393233902768720e-01)  # fmt: skip
+K0_ABOVE_2 = (5.30043377268626276149e-18, -1.64758043015242134646e-17, 5.21039150503902756861e-17,
+              -1.67823109680541210385e-16, 5.51205597852431940784e-16, -1.84859337734377901440e-15,
+              6.34007647740507060557e-15, -2.22751332699166985548e-14, 8.03289077536357521100e-14,
+              -2.98009692317273043925e-13, 1.14034058820847496303e-12, -4.51459788337394416547e-12,
+              1.85594911495471785253e-11, -7.95748924447710747776e-11, 3.57739728140030116597e-10,
+              -1.69753450938905987466e-09, 8.57403401741422608519e-09, -4.66048989768794782956e-08,
+              2.76681363944501510342e-07, -1.83175552271911948767e-06, 1.39498137188764993662e-05,
+              -1.28495495816278026384e-04, 1.56988388573005337491e-03, -3.14481013119645005427e-02,
+              2.44030308206595545468e+00)  # fmt: skip
+K1_BELOW_2 = (-7.02386347938628759343e-18, -2.42744985051936593393e-15, -6.66690169419932900609e-13,
+              -1.41148839263352776110e-10, -2.21338763073472585583e-08, -2.43340614156596823496e-06,
+              -1.73028895751305206302e-04, -6.97572385963986435018e-03, -1.22611180822657148235e-01,
+              -3.53155960776544875667e-01, 1.52530022733894777053e+00)  # fmt: skip
+K1_ABOVE_2 = (-5.75674448366501715755e-18, 1.79405087314755922667e-17, -5.68946255844285935196e-17,
+              1.83809354436663880070e-16, -6.05704724837331885336e-16, 2.03870316562433424052e-15,
+              -7.01983709041831346144e-15, 2.47715442448130437068e-14, -8.97670518232499435011e-14,
+              3.34841966607842919884e-13, -1.28917396095102890680e-12, 5.13963967348173025100e-12,
+              -2.12996783842756842877e-11, 9.21831518760500529508e-11, -4.19035475934189648750e-10,
+              2.01504975519703286596e-09, -1.03457624656780970260e-08, 5.74108412545004946722e-08,
+              -3.50196060308781257119e-07, 2.40648494783721712015e-06, -1.93619797416608296024e-05,
+              1.95215518471351631108e-04, -2.85781685962277938680e-03, 1.03923736576817238437e-01,
+              2.72062619048444266945e+00)  # fmt: skip
+
+
+def bessel_k(e: Emitter, x: Value, order: int, scaled: bool = False) -> Value:
+    """K0 or K1 (``scaled``: times exp(x)) as ATen computes them: a Chebyshev series in x² - 2
+    with the I term up to 2, one in 8/x - 2 beyond; inf at 0, NaN below."""
+
+    def compute(m: _Math, x: Value) -> Value:
+        near = m.LessOrEqual(x, 2.0)
+        xs = m.where(m.And(near, m.Greater(x, 0.0)), x, 1.0)
+        series = _chebyshev(m, m.Sub(m.Mul(xs, xs), 2.0), K0_BELOW_2 if order == 0 else K1_BELOW_2)
+        below, above = (I0E_BELOW_8, I0E_ABOVE_8) if order == 0 else (I1E_BELOW_8, I1E_ABOVE_8)
+        i = m.Mul(m.Exp(xs), _bessel_e(m, xs, below, above, order))
+        log_half = m.Log(m.Mul(xs, 0.5))
+        small = m.Sub(series, m.Mul(log_half, i)) if order == 0 else m.Add(m.Mul(log_half, i), m.Div(series, xs))
+        if scaled:
+            small = m.Mul(small, m.Exp(xs))
+        xf = m.where(near, 3.0, x)
+        large = m.Div(_chebyshev(m, m.Sub(m.Div(8.0, xf), 2.0), K0_ABOVE_2 if order == 0 else K1_ABOVE_2), m.Sqrt(xf))
+        if not scaled:
+            large = m.Mul(m.Exp(m.Neg(xf)), large)
+        value = m.where(near, small, large)
+        value = m.where(m.Or(m.Less(x, 0.0), m.IsNaN(x)), math.nan, value)
+        return m.where(m.Equal(x, 0.0), math.inf, value)
+
+    return _widened(e, x, compute)
+
+
 BITCAST_OPSET = 26
 """The first ONNX opset with ``BitCast``: a model that bitcasts imports at it."""
 SAME_WIDTH_INT = {DataType.FLOAT16: DataType.INT16, DataType.BFLOAT16: DataType.INT16,

@@ -124,41 +124,41 @@ def test_control_flow_becomes_if_and_loop(module):
 
 class _Special(torch.nn.Module):
     def forward(self, x):
-        return torch.special.bessel_j0(x) + torch.special.bessel_j0(x * 2) + torch.special.bessel_j1(x)
+        return torch.special.airy_ai(x) + torch.special.airy_ai(x * 2) + torch.special.erfcx(x)
 
 
 def test_every_unmapped_op_is_reported_at_once_with_count_and_line():
     with pytest.raises(UnsupportedOpsError) as info:
         from_torch(_Special(), (torch.randn(3),))
     ops = {u.op: u for u in info.value.ops}
-    assert ops["aten.special_bessel_j0.default"].count == 2
-    assert "aten.special_bessel_j1.default" in ops
-    assert ops["aten.special_bessel_j0.default"].location.startswith(__file__)
+    assert ops["aten.special_airy_ai.default"].count == 2
+    assert "aten.special_erfcx.default" in ops
+    assert ops["aten.special_airy_ai.default"].location.startswith(__file__)
     assert "keep_unmapped=True" in str(info.value) and "irforge_register_frontend_ops" in str(info.value)
 
 
 def test_keep_unmapped_keeps_them_as_torch_aten_nodes():
     model = from_torch(_Special(), (torch.randn(3),), keep_unmapped=True)
     kept = [n for n in model.graph if n.domain == "torch.aten"]
-    assert sorted(n.op_type for n in kept) == ["special_bessel_j0.default"] * 2 + ["special_bessel_j1.default"]
+    assert sorted(n.op_type for n in kept) == ["special_airy_ai.default"] * 2 + ["special_erfcx.default"]
     assert all(n.outputs[0].type.shape == (3,) for n in kept)
     for backend in ("reference", "onnxruntime", "xla", "tvm"):  # until a pass lowers them, no engine runs them
-        with pytest.raises(UnsupportedError, match=r"torch\.aten::special_bessel_j0\.default"):
+        with pytest.raises(UnsupportedError, match=r"torch\.aten::special_airy_ai\.default"):
             irforge.compile(model, backend)
 
 
-class _BesselPlugin:
+class _StandInPlugin:
     @hookimpl
     def irforge_register_frontend_ops(self):
-        def j0_as_cos(cx, x):  # a deliberately simple stand-in, enough to see the hook used
+        def as_cos(cx, x):  # a deliberately simple stand-in, enough to see the hook used
             return cx.emit_typed("Cos", x)
 
-        return [("torch", "aten.special_bessel_j0.default", j0_as_cos),
-                ("torch", "aten.special_bessel_j1.default", j0_as_cos)]  # fmt: skip
+        return [("torch", "aten.special_airy_ai.default", as_cos),
+                ("torch", "aten.special_erfcx.default", as_cos)]  # fmt: skip
 
 
 def test_a_plugin_maps_an_op_through_the_frontend_hook(monkeypatch):
-    registry = build_registry(discover=False, plugins=[_BesselPlugin()])
+    registry = build_registry(discover=False, plugins=[_StandInPlugin()])
     monkeypatch.setattr("irforge.plugins.default_registry", lambda: registry)
     x = torch.randn(3)
     model = from_torch(_Special(), (x,))

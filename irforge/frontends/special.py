@@ -465,19 +465,11 @@ _SQRT_2_OVER_PI = 0.797884560802865355879892119868763737
 _TWO_OVER_PI = 0.636619772367581343075535053490057448
 
 
-def _horner(m: _Math, z: Value, coefficients: tuple[float, ...]) -> Value:
-    """ATen's loops: ``acc = acc * z + c`` from zero, highest order first."""
-    acc = m.c(0.0)
-    for c in coefficients:
-        acc = m.Add(m.Mul(acc, z), c)
-    return acc
-
-
 def _bessel_far(m: _Math, x: Value, order: int, second_kind: bool) -> Value:
     """The asymptotic form beyond 5 (``x`` already kept above 5 where it is not used)."""
     pp, pq, qp, qq = (J0_PP, J0_PQ, J0_QP, J0_QQ) if order == 0 else (J1_PP, J1_PQ, J1_QP, J1_QQ)
     w = m.Div(25.0, m.Mul(x, x)) if order == 0 else m.Mul(m.Div(5.0, x), m.Div(5.0, x))
-    p, q = m.Div(_horner(m, w, pp), _horner(m, w, pq)), m.Div(_horner(m, w, qp), _horner(m, w, qq))
+    p, q = m.Div(_polynomial(m, w, pp), _polynomial(m, w, pq)), m.Div(_polynomial(m, w, qp), _polynomial(m, w, qq))
     phase = m.Sub(x, 0.785398163397448309615660845819875721 if order == 0 else 2.356194490192344928846982537459627163)
     q5 = m.Mul(m.Div(5.0, x), q)
     if second_kind:
@@ -490,10 +482,10 @@ def _bessel_far(m: _Math, x: Value, order: int, second_kind: bool) -> Value:
 def _bessel_j_near(m: _Math, x: Value, order: int) -> Value:
     z = m.Mul(x, x)
     if order == 0:
-        rational = m.Div(_horner(m, z, J0_RP), _horner(m, z, J0_RQ))
+        rational = m.Div(_polynomial(m, z, J0_RP), _polynomial(m, z, J0_RQ))
         near = m.Mul(m.Mul(m.Sub(z, 5.78318596294678452118e+00), m.Sub(z, 3.04712623436620863991e+01)), rational)
         return m.where(m.Less(x, 0.00001), m.Sub(1.0, m.Div(z, 4.0)), near)
-    rational = m.Div(_horner(m, z, J1_RP), _horner(m, z, J1_RQ))
+    rational = m.Div(_polynomial(m, z, J1_RP), _polynomial(m, z, J1_RQ))
     return m.Mul(m.Mul(m.Mul(rational, x), m.Sub(z, 1.46819706421238932572e+01)), m.Sub(z, 4.92184563216946036703e+01))
 
 
@@ -519,10 +511,10 @@ def bessel_y(e: Emitter, x: Value, order: int) -> Value:
         z = m.Mul(near_x, near_x)
         j = _bessel_j_near(m, near_x, order)
         if order == 0:
-            rational = m.Div(_horner(m, z, Y0_YP), _horner(m, z, Y0_YQ))
+            rational = m.Div(_polynomial(m, z, Y0_YP), _polynomial(m, z, Y0_YQ))
             near = m.Add(rational, m.Mul(m.Mul(m.Log(near_x), j), _TWO_OVER_PI))
         else:
-            rational = m.Mul(near_x, m.Div(_horner(m, z, Y1_YP), _horner(m, z, Y1_YQ)))
+            rational = m.Mul(near_x, m.Div(_polynomial(m, z, Y1_YP), _polynomial(m, z, Y1_YQ)))
             near = m.Add(rational, m.Mul(m.Sub(m.Mul(j, m.Log(near_x)), m.Div(1.0, near_x)), _TWO_OVER_PI))
         value = m.where(far, _bessel_far(m, m.where(far, x, 5.0), order, True), near)
         value = m.where(m.Or(m.Less(x, 0.0), m.IsNaN(x)), math.nan, value)

@@ -69,7 +69,8 @@ def from_bytes(data: bytes, base_dir: str | None, source: str = "<bytes>", *, up
     except WireError as e:
         raise _not_onnx(source, e) from None
     if _needs_upgrade(model, upgrade) and not upgrade_in_ir(model, MIN_OPSET):
-        return from_proto(_parse(data, source), base_dir, source, upgrade=upgrade)
+        proto = _parse(data, source)  # a step the IR upgrade does not take: ONNX's converter does all
+        return model_from_proto(_upgrade(proto, _onnx_opset(proto), source), base_dir, source)
     return model
 
 

@@ -669,3 +669,31 @@ def test_data_dependent_sizes_run_where_shapes_may_be_dynamic_and_xla_refuses_th
                    backends=("reference", "onnxruntime"))  # fmt: skip
     with pytest.raises(UnsupportedError, match="NonZero"):
         irforge.compile(model, "xla")
+
+
+_POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
+                "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+                "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+                "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")  # fmt: skip
+
+
+class _Polynomials(torch.nn.Module):
+    def forward(self, x, n):
+        return tuple(getattr(torch.special, name)(x, n) for name in _POLYNOMIALS)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_orthogonal_polynomials_of_tensor_degree_match_eager_through_every_closed_form(dtype):
+    """Degrees from negative through the trigonometric switches (4, 6, 8) to Hermite's NaN limit
+    (128 in float32, 512 in float64), at the interval's ends (0, ±1, ±0.5 for the shifted forms)
+    and outside it, inf.  (A NaN ``x`` is left out: most of ATen's kernels return an uninitialized
+    variable for it.)  onnxruntime has no float64 Acos kernel, so float64 runs on the others."""
+    xs = np.concatenate([np.linspace(-1.5, 1.5, 11), [0.0, 1.0, -1.0, 0.5, 0.9999, np.inf, 3.0]])
+    high = 129.0 if dtype == np.float32 else 513.0  # cos(n acos x) magnifies acos's rounding n times
+    ns = np.asarray([-2.0, -0.5, 0.0, 0.7, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 9.0, 12.9, 40.0, high, np.nan, np.inf])
+    x, n = (torch.from_numpy(a.astype(dtype)) for a in np.meshgrid(xs, ns))
+    module = _Polynomials()
+    backends = ("reference", "onnxruntime", "xla") if dtype == np.float32 else ("reference", "xla")
+    atol = 1e-4 if dtype == np.float32 else 1e-9  # a trig form at degree n is n times as sensitive to rounding
+    assert_matches(from_torch(module, (x, n)), [x.numpy(), n.numpy()], _eager(module, (x, n)), backends=backends,
+                   rtol=1e-4 if dtype == np.float32 else 1e-9, atol=atol)  # fmt: skip

@@ -19,7 +19,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import linalg, special
+from . import linalg, polynomials, special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -174,6 +174,19 @@ def _zeta(cx, x, q):
     if not is_floating(dt):
         raise NotMapped(f"zeta of {dt.name}")
     return cx.emit_typed("Identity", special.zeta(cx, cx.tensor(x, dt), cx.tensor(q, dt)))
+
+
+def _polynomial(name: str):
+    def convert(cx, x, n):
+        dt = cx.out_dtype
+        value = polynomials.orthogonal_polynomial(cx, name, cx.tensor(x, dt), cx.tensor(n, dt))
+        return cx.emit_typed("Identity", value)
+
+    return convert
+
+
+for _name in polynomials.FAMILIES:
+    aten(f"special_{_name}.default", f"special_{_name}.x_scalar", f"special_{_name}.n_scalar")(_polynomial(_name))
 
 
 @aten("round.default")

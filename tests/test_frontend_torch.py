@@ -124,7 +124,7 @@ def test_control_flow_becomes_if_and_loop(module):
 
 class _Special(torch.nn.Module):
     def forward(self, x):
-        return torch.special.airy_ai(x) + torch.special.airy_ai(x * 2) + torch.special.erfcx(x)
+        return torch.special.airy_ai(x) + torch.special.airy_ai(x * 2) + torch.special.gammainc(x, x)
 
 
 def test_every_unmapped_op_is_reported_at_once_with_count_and_line():
@@ -132,7 +132,7 @@ def test_every_unmapped_op_is_reported_at_once_with_count_and_line():
         from_torch(_Special(), (torch.randn(3),))
     ops = {u.op: u for u in info.value.ops}
     assert ops["aten.special_airy_ai.default"].count == 2
-    assert "aten.special_erfcx.default" in ops
+    assert "aten.igamma.default" in ops
     assert ops["aten.special_airy_ai.default"].location.startswith(__file__)
     assert "keep_unmapped=True" in str(info.value) and "irforge_register_frontend_ops" in str(info.value)
 
@@ -140,7 +140,7 @@ def test_every_unmapped_op_is_reported_at_once_with_count_and_line():
 def test_keep_unmapped_keeps_them_as_torch_aten_nodes():
     model = from_torch(_Special(), (torch.randn(3),), keep_unmapped=True)
     kept = [n for n in model.graph if n.domain == "torch.aten"]
-    assert sorted(n.op_type for n in kept) == ["special_airy_ai.default"] * 2 + ["special_erfcx.default"]
+    assert sorted(n.op_type for n in kept) == ["igamma.default"] + ["special_airy_ai.default"] * 2
     assert all(n.outputs[0].type.shape == (3,) for n in kept)
     for backend in ("reference", "onnxruntime", "xla", "tvm"):  # until a pass lowers them, no engine runs them
         with pytest.raises(UnsupportedError, match=r"torch\.aten::special_airy_ai\.default"):
@@ -150,11 +150,11 @@ def test_keep_unmapped_keeps_them_as_torch_aten_nodes():
 class _StandInPlugin:
     @hookimpl
     def irforge_register_frontend_ops(self):
-        def as_cos(cx, x):  # a deliberately simple stand-in, enough to see the hook used
+        def as_cos(cx, x, *rest):  # a deliberately simple stand-in, enough to see the hook used
             return cx.emit_typed("Cos", x)
 
         return [("torch", "aten.special_airy_ai.default", as_cos),
-                ("torch", "aten.special_erfcx.default", as_cos)]  # fmt: skip
+                ("torch", "aten.igamma.default", as_cos)]  # fmt: skip
 
 
 def test_a_plugin_maps_an_op_through_the_frontend_hook(monkeypatch):
@@ -697,3 +697,21 @@ def test_orthogonal_polynomials_of_tensor_degree_match_eager_through_every_close
     atol = 1e-4 if dtype == np.float32 else 1e-9  # a trig form at degree n is n times as sensitive to rounding
     assert_matches(from_torch(module, (x, n)), [x.numpy(), n.numpy()], _eager(module, (x, n)), backends=backends,
                    rtol=1e-4 if dtype == np.float32 else 1e-9, atol=atol)  # fmt: skip
+
+
+class _Erfcx(torch.nn.Module):
+    def forward(self, x, d):
+        return torch.special.erfcx(x), torch.special.log_ndtr(x), torch.special.erfcx(d), torch.special.log_ndtr(d)
+
+
+def test_erfcx_and_log_ndtr_match_eager_across_their_branches_and_the_edges():
+    """Both sides of the series/fraction switch (2) and ATen's (-26.7, -6.1, -1, 50, 5e7), both
+    tails of log Φ, NaN and inf, in float32 and float64."""
+    edges = [-30.0, -26.7, -6.2, -6.1, -6.0, -1.0001, -1.0, -0.9999, 0.0, -0.0, 1.999, 2.0, 2.001, 49.9, 50.0, 50.1,
+             1e3, 6e7, 1e30, np.nan, np.inf, -np.inf]  # fmt: skip
+    d = torch.from_numpy(np.concatenate([np.linspace(-12, 12, 481), edges]))
+    x = d.float()
+    module = _Erfcx()
+    got = _eager(module, (x, d))
+    assert_matches(from_torch(module, (x, d)), [x.numpy(), d.numpy()], got,
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip

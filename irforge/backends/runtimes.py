@@ -56,15 +56,22 @@ class OnnxRuntimeBackend(Backend):
             import onnxruntime as ort
         except ImportError:
             raise MissingExtraError("onnxruntime", "ort", "the onnxruntime backend") from None
+        from .onnxruntime_dtypes import for_onnxruntime, to_bfloat16, to_float32
+
         t0 = time.perf_counter()
+        ins, outs = _names(model)
+        model, fed, returned = for_onnxruntime(model)
+        fed = {ins.index(name) for name in fed}
+        returned = {outs.index(name) for name in returned}
         so = ort.SessionOptions()
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.log_severity_level = 3
         session = ort.InferenceSession(self.lower(model).data, so, providers=["CPUExecutionProvider"])
-        ins, outs = _names(model)
 
         def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-            return [np.asarray(o) for o in session.run(None, dict(zip(ins, arrays, strict=True)))]
+            feed = {name: to_float32(a) if i in fed else a for i, (name, a) in enumerate(zip(ins, arrays, strict=True))}
+            got = session.run(None, feed)
+            return [to_bfloat16(o) if i in returned else np.asarray(o) for i, o in enumerate(got)]
 
         return Executable(self.name, run, ins, outs, time.perf_counter() - t0)

@@ -715,3 +715,39 @@ def test_erfcx_and_log_ndtr_match_eager_across_their_branches_and_the_edges():
     got = _eager(module, (x, d))
     assert_matches(from_torch(module, (x, d)), [x.numpy(), d.numpy()], got,
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _EmbeddingBag(torch.nn.Module):
+    def forward(self, w, i, o, p):
+        f = torch.nn.functional.embedding_bag
+        return (f(i, w, o, mode="sum", per_sample_weights=p), f(i, w, o, mode="mean"), f(i, w, o, mode="max"),
+                f(i, w, o, mode="sum", include_last_offset=True), f(i, w, o, mode="mean", padding_idx=5),
+                f(i, w, o, mode="max", padding_idx=5))  # fmt: skip
+
+
+def test_embedding_bag_sums_averages_and_maxes_its_bags_with_empty_ones_and_padding():
+    w = torch.randn(10, 4)
+    w[3, 1] = float("inf")  # a non-finite row stays in its own bag
+    i = torch.tensor([5, 1, 6, 5, 6, 3, 0, 2, 5])
+    o = torch.tensor([0, 3, 3, 5, 9])  # an empty bag in the middle, one at the end
+    p = torch.randn(9)
+    module = _EmbeddingBag()
+    args = (w, i, o, p)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _Unique(torch.nn.Module):
+    def forward(self, x, r):
+        return (*torch.unique(x, sorted=False, return_inverse=True, return_counts=True),
+                *torch.unique_consecutive(r, return_inverse=True, return_counts=True))  # fmt: skip
+
+
+def test_unique_sorts_and_counts_as_aten_does_and_unique_consecutive_keeps_runs():
+    """ATen's CPU unique sorts even when not asked to, and -0 and 0 are one value; in runs, NaN
+    equals nothing.  (unique's input is NaN-free: engines rank NaNs differently when sorting.)"""
+    x = torch.tensor([[3.0, 1.0, 2.0], [1.0, -0.0, 0.0], [7.0, 3.0, 3.0]])
+    r = torch.tensor([1.0, 1.0, 2.0, 2.0, 3.0, 1.0, 1.0, float("nan"), float("nan"), 4.0])
+    module = _Unique()
+    assert_matches(from_torch(module, (x, r)), [x.numpy(), r.numpy()], _eager(module, (x, r)),
+                   backends=("reference", "onnxruntime"))  # fmt: skip

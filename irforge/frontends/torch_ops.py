@@ -1079,6 +1079,54 @@ def _embedding(cx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sp
     return cx.emit_typed("Gather", weight, cx.cast(indices, DataType.INT64), axis=0)
 
 
+@aten("_embedding_bag_forward_only.default", "_embedding_bag.default")
+def _embedding_bag(cx, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):  # fmt: skip
+    """Bags of embedding rows, summed (mode 0), averaged (1) or maxed (2), empty bags zero.  An
+    index's bag is the number of offsets at or before its position, less one; rows at
+    ``padding_idx``, and past the last offset when it only closes the last bag, go to a spare bag
+    that is dropped.  Rows are accumulated by ScatterND in index order, as ATen adds them."""
+    if cx.used_outputs() != {0} or cx.rank(indices) != 1:
+        raise NotMapped("embedding_bag's offset2bag, bag_size or max_indices, or 2-D indices")
+    dt, i64 = cx.dtype(weight), DataType.INT64
+    np_dt = to_numpy(dt)
+    idx, offs = cx.cast(indices, i64), cx.cast(offsets, i64)
+    first, one = cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([1], np.int64))
+    rows = cx.emit("Gather", weight, idx, axis=0)
+    if per_sample_weights is not None:
+        rows = cx.emit("Mul", rows, cx.emit("Unsqueeze", cx.tensor(per_sample_weights, dt), one))
+    n, bags = cx.emit("Shape", idx), cx.emit("Shape", offs)
+
+    def counts(length: Value, where: Value, amount: np.ndarray, size: Value) -> Value:
+        start = cx.emit("ConstantOfShape", length, value=np.zeros(1, amount.dtype))
+        return cx.emit("ScatterND", start, where, cx.emit("Expand", cx.const(amount), size), reduction="add")
+
+    marks = counts(cx.emit("Add", n, one), cx.emit("Unsqueeze", offs, one), np.asarray(1, np.int64), bags)
+    bag = cx.emit("CumSum", cx.emit("Slice", marks, first, n), cx.const(np.asarray(0)))
+    bag = cx.emit("Sub", bag, cx.const(np.asarray(1, np.int64)))
+    if include_last_offset:
+        bags = cx.emit("Sub", bags, one)
+    spare = cx.emit("Reshape", bags, cx.const(np.asarray([], np.int64)))
+    bag = cx.emit("Min", bag, spare)
+    if padding_idx is not None and padding_idx >= 0:
+        bag = cx.emit("Where", cx.emit("Equal", idx, cx.const(np.asarray(padding_idx, np.int64))), spare, bag)
+    where, slots = cx.emit("Unsqueeze", bag, one), cx.emit("Add", bags, one)
+    table = cx.emit("Concat", slots, cx.emit("Shape", weight, start=1), axis=0)
+    zero = np.zeros(1, np_dt)
+    if mode == 2:
+        lowest = np.full(1, -np.inf if is_floating(dt) else np.iinfo(np_dt).min, np_dt)
+        top = cx.emit("ScatterND", cx.emit("ConstantOfShape", table, value=lowest), where, rows, reduction="max")
+        filled = cx.emit("Greater", counts(slots, where, np.asarray(1, np.int64), n), cx.const(np.asarray(0, np.int64)))
+        out = cx.emit("Where", cx.emit("Unsqueeze", filled, one), top, cx.const(zero.reshape(())))
+    else:
+        out = cx.emit("ScatterND", cx.emit("ConstantOfShape", table, value=zero), where, rows, reduction="add")
+        if mode == 1:
+            size = cx.emit("Max", counts(slots, where, np.asarray(1, np_dt), n), cx.const(np.asarray(1, np_dt)))
+            out = cx.emit("Div", out, cx.emit("Unsqueeze", size, one))
+    result = cx.emit("Slice", out, first, bags)  # the spare bag dropped
+    return cx.emit_typed("Identity", result), None, None, None
+
+
 @aten("_to_copy.default", "clone.default", "alias.default", "lift_fresh_copy.default", "detach.default",
       "contiguous.default", "_to_dim_order_copy.default", "alias_copy.default")  # fmt: skip
 def _to_copy(cx, x, *args, dtype=None, **kwargs):
@@ -1957,6 +2005,53 @@ def _nonzero(cx, x):
         none = cx.const(np.asarray([0], np.int64))
         return cx.emit_typed("Slice", rows, none, none, cx.const(np.asarray([1], np.int64)))
     return cx.emit_typed("Transpose", cx.emit("NonZero", x), perm=[1, 0])
+
+
+def _runs(cx, x, values: Value, order: Value | None, wanted: set[int]):
+    """torch's unique outputs from ``values`` (the flat input, sorted by ``order`` if given): one
+    value per run of equal neighbours (NaN equals nothing, -0 equals 0), each input element's run
+    (in the input's shape) and the run lengths.  Sizes depend on the data."""
+    i64, one = DataType.INT64, cx.const(np.asarray([1], np.int64))
+    n = cx.emit("Shape", values)
+    first = cx.const(np.asarray([0], np.int64))
+    previous = cx.emit("Slice", values, first, cx.const(np.asarray([-1], np.int64)))
+    differs = cx.emit("Not", cx.emit("Equal", cx.emit("Slice", values, one, n), previous))
+    starts = cx.emit("Slice", cx.emit("Concat", cx.const(np.asarray([True])), differs, axis=0), first, n)
+    run = cx.emit("Sub", cx.emit("CumSum", cx.cast(starts, i64), cx.const(np.asarray(0))), one)
+    outs = [cx.emit("Compress", values, starts, axis=0), None, None]
+    if 1 in wanted:
+        inverse = run if order is None else cx.emit("ScatterElements", run, order, run, axis=0)
+        outs[1] = cx.emit("Reshape", inverse, cx.emit("Shape", x))
+    if 2 in wanted:
+        zeros = cx.emit("ConstantOfShape", cx.emit("ReduceSum", cx.cast(starts, i64), keepdims=1),
+                        value=np.zeros(1, np.int64))  # fmt: skip
+        ones = cx.emit("Expand", cx.const(np.asarray(1, np.int64)), n)
+        outs[2] = cx.emit("ScatterND", zeros, cx.emit("Unsqueeze", run, one), ones, reduction="add")
+    for out, val in zip(outs, cx.val, strict=True):
+        if out is not None:
+            out.type = cx.meta_type(val)
+    return tuple(outs)
+
+
+@aten("_unique2.default")
+def _unique2(cx, x, sorted=True, return_inverse=False, return_counts=False):
+    """torch.unique of all elements: ATen's CPU kernel sorts whether or not ``sorted`` is asked."""
+    wanted = cx.used_outputs()
+    if (1 in wanted and not return_inverse) or (2 in wanted and not return_counts):
+        raise NotMapped("an output unique was not asked for")
+    if not is_floating(cx.dtype(x)) and cx.dtype(x) not in (DataType.INT32, DataType.INT64):
+        raise NotMapped(f"unique of {cx.dtype(x).name}")
+    flat = _flat(cx, x)
+    ordered = cx.node("TopK", [flat, cx.emit("Shape", flat)], {"axis": 0, "largest": 0, "sorted": 1}, outputs=2)
+    return _runs(cx, x, ordered.outputs[0], ordered.outputs[1], wanted)
+
+
+@aten("unique_consecutive.default")
+def _unique_consecutive(cx, x, return_inverse=False, return_counts=False, dim=None):
+    wanted = cx.used_outputs()
+    if dim is not None or (1 in wanted and not return_inverse) or (2 in wanted and not return_counts):
+        raise NotMapped("unique_consecutive along a dim, or an output it was not asked for")
+    return _runs(cx, x, _flat(cx, x), None, wanted)
 
 
 _SEGMENT_IDENTITY = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}

@@ -751,3 +751,20 @@ def test_unique_sorts_and_counts_as_aten_does_and_unique_consecutive_keeps_runs(
     module = _Unique()
     assert_matches(from_torch(module, (x, r)), [x.numpy(), r.numpy()], _eager(module, (x, r)),
                    backends=("reference", "onnxruntime"))  # fmt: skip
+
+
+class _Antialiased(torch.nn.Module):
+    def forward(self, x):
+        f = torch.nn.functional.interpolate
+        return (f(x, size=(3, 3), mode="bilinear", antialias=True),
+                f(x, size=(5, 31), mode="bilinear", antialias=True),
+                f(x, size=(4, 7), mode="bicubic", antialias=True),
+                f(x, scale_factor=0.3, mode="bilinear", antialias=True),
+                f(x, size=(4, 6), mode="bilinear", antialias=True, align_corners=True))  # fmt: skip
+
+
+def test_antialiased_resampling_matches_eager_down_and_up():
+    x = torch.randn(2, 3, 10, 20)
+    module = _Antialiased()
+    assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip

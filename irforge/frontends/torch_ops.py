@@ -1559,6 +1559,59 @@ def _upsample(cx, x, output_size, *args):
     return cx.emit_typed("Resize", x, None, cx.const(np.asarray([1.0, 1.0, *scales], np.float32)), **attrs)
 
 
+def _aa_weights(size_in: int, size_out: int, align_corners: bool, scale_factor, cubic: bool) -> np.ndarray:
+    """ATen's antialiased resampling weights along one axis (after PIL): a triangle (or Keys
+    cubic, a = -0.5) filter stretched by the downscale factor, cut at the input's edges and
+    normalised per output sample, as a dense [out, in] matrix."""
+    if align_corners:
+        scale = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    else:
+        scale = 1.0 / scale_factor if scale_factor else size_in / size_out
+    scale = np.float32(scale)
+    interp = 4 if cubic else 2
+    support = np.float32(interp * 0.5 * scale if scale >= 1.0 else interp * 0.5)
+    invscale = np.float32(1.0 / scale if scale >= 1.0 else 1.0)
+
+    def kernel(x):
+        x = np.abs(x)
+        if not cubic:
+            return np.where(x < 1.0, 1.0 - x, 0.0)
+        a = -0.5
+        return np.where(x < 1.0, ((a + 2) * x - (a + 3)) * x * x + 1,
+                        np.where(x < 2.0, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))  # fmt: skip
+
+    weights = np.zeros((size_out, size_in), np.float32)
+    for i in range(size_out):
+        center = np.float32(scale * (i + 0.5))
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), size_in)
+        w = kernel((np.arange(lo, hi, dtype=np.float32) - center + np.float32(0.5)) * invscale).astype(np.float32)
+        total = w.sum()
+        weights[i, lo:hi] = w / total if total != 0 else w
+    return weights
+
+
+@aten("_upsample_bilinear2d_aa.default", "_upsample_bicubic2d_aa.default", "_upsample_bilinear2d_aa.vec",
+      "_upsample_bicubic2d_aa.vec")  # fmt: skip
+def _upsample_aa(cx, x, output_size, align_corners, *scales):
+    """Antialiased 2-D resampling as two matrix products with ATen's weights (sizes static)."""
+    scales = list(scales[0]) if len(scales) == 1 and isinstance(scales[0], (list, tuple)) else list(scales)
+    scales = [*scales, None, None][:2]
+    h, w = cx.shape(x)[-2:]
+    if output_size is None:
+        if not all(isinstance(d, int) for d in (h, w)) or None in scales:
+            raise NotMapped("antialiased resampling of a symbolic size or without sizes")
+        output_size = [math.floor(h * scales[0]), math.floor(w * scales[1])]
+    if cx.rank(x) != 4 or not all(isinstance(d, int) for d in (h, w, *output_size)):
+        raise NotMapped("antialiased resampling of a symbolic size")
+    cubic = "bicubic" in str(cx.fx.target)
+    np_dt = to_numpy(cx.dtype(x))
+    rows = _aa_weights(h, output_size[0], align_corners, scales[0], cubic).astype(np_dt)
+    cols = _aa_weights(w, output_size[1], align_corners, scales[1], cubic).astype(np_dt)
+    across = cx.emit("MatMul", x, cx.const(cols.T.copy()))
+    return cx.emit_typed("MatMul", cx.const(rows), across)
+
+
 @aten("grid_sampler_2d.default")
 def _grid_sampler(cx, x, grid, interpolation_mode, padding_mode, align_corners):
     mode = ["linear", "nearest", "cubic"][interpolation_mode]

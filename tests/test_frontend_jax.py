@@ -380,3 +380,22 @@ def test_max_pool_gradients_select_and_scatter_and_gather_match_jit():
     model = from_jax(f, x, t)
     assert {"select_and_scatter_add", "select_and_gather_add"} <= {n.metadata.get("framework_op") for n in model.graph}
     assert_matches(model, [x, t], _flat(jax.jit(f)(x, t)), backends=("reference", "onnxruntime", "xla"))
+
+
+def test_tridiagonal_solve_pivots_as_gtsv_and_gives_nan_for_a_singular_system():
+    def f(dl, d, du, b, one_d, one_b):
+        return lax.linalg.tridiagonal_solve(dl, d, du, b), lax.linalg.tridiagonal_solve(one_d, one_d, one_d, one_b)
+
+    dl = RNG.normal(size=(3, 6)).astype(np.float32)
+    d = (0.1 * RNG.normal(size=(3, 6))).astype(np.float32)  # small diagonals: rows are swapped
+    du = RNG.normal(size=(3, 6)).astype(np.float32)
+    dl[:, 0] = du[:, -1] = 0
+    d[1, 0] = dl[1, 1] = 0.0  # the first column is zero: this system is singular
+    d[2] = 3.0  # diagonally dominant: no swap at all
+    b = RNG.normal(size=(3, 6, 2)).astype(np.float32)
+    one_d, one_b = np.asarray([2.0], np.float32), np.asarray([[4.0, -1.0]], np.float32)
+    args = (dl, d, du, b, one_d, one_b)
+    expected = _flat(jax.jit(f)(*args))
+    assert np.isnan(expected[0][1]).all() and not np.isnan(expected[0][0]).any()
+    assert_matches(from_jax(f, *args), list(args), expected, backends=("reference", "onnxruntime", "xla"),
+                   rtol=1e-4, atol=1e-5)  # fmt: skip

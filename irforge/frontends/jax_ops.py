@@ -711,6 +711,15 @@ def _lu(cx, a, **_):
     return [packed, _cast_out(cx, pivots, 1), _cast_out(cx, perm, 2)]
 
 
+@prim("tridiagonal_solve")
+def _tridiagonal_solve(cx, dl, d, du, b, *, perturb_singular=False, **_):
+    """LAPACK's gtsv, as XLA's CPU calls it (NaN for a singular system)."""
+    if perturb_singular:
+        raise NotMapped("tridiagonal_solve with perturb_singular")
+    x = linalg.tridiagonal_solve(cx, cx.value(dl), cx.value(d), cx.value(du), cx.value(b))
+    return cx.typed("Identity", x)
+
+
 @prim("qr")
 def _qr(cx, a, *, full_matrices, pivoting=False, **_):
     """Householder QR with LAPACK's reflectors (geqrf, orgqr), as XLA's CPU computes it."""

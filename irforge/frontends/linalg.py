@@ -208,3 +208,57 @@ def householder_product(e: Emitter, packed: Value, taus: Value, count: int, colu
         w = e.emit("MatMul", transpose(e, v, rank), q)  # [..., 1, columns]
         q = e.emit("Sub", q, e.emit("Mul", e.emit("Mul", tau, v), w))
     return q
+
+
+def tridiagonal_solve(e: Emitter, dl: Value, d: Value, du: Value, b: Value) -> Value:
+    """X with A X = B for the tridiagonal A of diagonals ``dl`` (A[i, i-1]), ``d``, ``du``
+    (A[i, i+1]), each [..., m], and B [..., m, k]: LAPACK's ``gtsv``, Gaussian elimination with
+    partial pivoting between neighbouring rows (a swap fills the second superdiagonal) and back
+    substitution.  A singular system gives NaN for its whole solution, as ``lax`` does."""
+    shape = d.type.shape if d.type is not None else None
+    if shape is None or not shape or not isinstance(shape[-1], int) or shape[-1] > MAX_UNROLLED:
+        raise NotMapped(f"a tridiagonal solve of a symbolic size or more than {MAX_UNROLLED} rows")
+    if d.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"linear algebra in {d.type.dtype.name}")
+    n, np_dt = shape[-1], to_numpy(d.type.dtype)
+
+    def entry(v: Value, i: int) -> Value:  # [..., 1, 1], to broadcast against rows of B
+        one = e.emit("Slice", v, e.const(_i64([i])), e.const(_i64([i + 1])), e.const(_i64([-1])))
+        return e.emit("Unsqueeze", one, e.const(_i64([-1])))
+
+    def row(i: int) -> Value:
+        return e.emit("Slice", b, e.const(_i64([i])), e.const(_i64([i + 1])), e.const(_i64([-2])))
+
+    zero = e.const(np.asarray(0, np_dt))
+    diag, rows = [entry(d, i) for i in range(n)], [row(i) for i in range(n)]
+    lower = [entry(dl, i + 1) for i in range(n - 1)]  # LAPACK's DL(i), later the fill-in
+    upper = [entry(du, i) for i in range(n - 1)]
+    singular = None
+    for i in range(n - 1):
+        swap = e.emit("Less", e.emit("Abs", diag[i]), e.emit("Abs", lower[i]))
+        stuck = e.emit("And", e.emit("Not", swap), e.emit("Equal", diag[i], zero))
+        singular = stuck if singular is None else e.emit("Or", singular, stuck)
+        keep_fact = e.emit("Div", lower[i], diag[i])
+        swap_fact = e.emit("Div", diag[i], lower[i])
+        next_diag = e.emit("Where", swap, e.emit("Sub", upper[i], e.emit("Mul", swap_fact, diag[i + 1])),
+                           e.emit("Sub", diag[i + 1], e.emit("Mul", keep_fact, upper[i])))  # fmt: skip
+        next_row = e.emit("Where", swap, e.emit("Sub", rows[i], e.emit("Mul", swap_fact, rows[i + 1])),
+                          e.emit("Sub", rows[i + 1], e.emit("Mul", keep_fact, rows[i])))  # fmt: skip
+        rows[i] = e.emit("Where", swap, rows[i + 1], rows[i])
+        new_upper = e.emit("Where", swap, diag[i + 1], upper[i])
+        diag[i] = e.emit("Where", swap, lower[i], diag[i])
+        if i < n - 2:  # the fill-in of the second superdiagonal, and the next row's upper entry
+            lower[i] = e.emit("Where", swap, upper[i + 1], zero)
+            upper[i + 1] = e.emit("Where", swap, e.emit("Mul", e.emit("Neg", swap_fact), upper[i + 1]), upper[i + 1])
+        diag[i + 1], rows[i + 1], upper[i] = next_diag, next_row, new_upper
+    last = e.emit("Equal", diag[n - 1], zero)
+    singular = last if singular is None else e.emit("Or", singular, last)
+    x = [None] * n
+    x[n - 1] = e.emit("Div", rows[n - 1], diag[n - 1])
+    for i in range(n - 2, -1, -1):
+        acc = e.emit("Sub", rows[i], e.emit("Mul", upper[i], x[i + 1]))
+        if i < n - 2:
+            acc = e.emit("Sub", acc, e.emit("Mul", lower[i], x[i + 2]))
+        x[i] = e.emit("Div", acc, diag[i])
+    out = x[0] if n == 1 else e.emit("Concat", *x, axis=-2)
+    return e.emit("Where", singular, e.const(np.asarray(np.nan, np_dt)), out)

@@ -768,3 +768,16 @@ def test_antialiased_resampling_matches_eager_down_and_up():
     module = _Antialiased()
     assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+class _SplitAtData(torch.nn.Module):
+    def forward(self, x, at):
+        return torch.tensor_split(x, at, dim=1)
+
+
+def test_split_points_read_from_a_tensor_become_data_dependent_slices():
+    x, at = torch.randn(2, 7, 3), torch.tensor([1, 4, 4])
+    model = from_torch(_SplitAtData(), (x, at))
+    for points in (at, torch.tensor([0, 2, 6])):  # the split points the model was traced with, and others
+        assert_matches(model, [x.numpy(), points.numpy()], _eager(_SplitAtData(), (x, points)),
+                       backends=("reference", "onnxruntime"))  # fmt: skip

@@ -1674,6 +1674,30 @@ def _getitem(cx, seq, i):
     return seq[i]
 
 
+@aten("_local_scalar_dense.default")
+def _item(cx, x):
+    """``t.item()``: a 0-d tensor (the size or index it becomes is data)."""
+    return cx.emit("Reshape", x, cx.const(np.asarray([], np.int64)))
+
+
+_CHECKS = frozenset({"aten._assert_scalar.default", "aten._assert_async.msg"})
+
+
+@aten("sym_storage_offset.default")
+def _storage_offset(cx, x):
+    """A view's storage offset, which an export reads only to assert it is not negative: the
+    check is dropped like every other, so the value is never needed.  Any other use is refused."""
+    import operator
+
+    from .torch import op_name
+
+    for user in cx.fx.users:
+        checks = {op_name(u.target) for u in user.users}
+        if user.target is not operator.ge or user.args[1] != 0 or not checks <= _CHECKS:
+            raise NotMapped("a storage offset read for more than a non-negativity check")
+    return cx.const(np.asarray(0, np.int64))
+
+
 @aten("aten._assert_scalar.default", "aten.sym_constrain_range_for_size.default", "aten._assert_async.msg",
       "aten.sym_constrain_range.default", "aten._assert_tensor_metadata.default")  # fmt: skip
 def _assertion(cx, *args, **kwargs):

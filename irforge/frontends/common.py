@@ -228,3 +228,35 @@ def associative_scan(e: Emitter, x: Value, axis: int, combine: str, identity, re
         y.type = x.type
         shift *= 2
     return y
+
+
+def any_true(e: Emitter, mask: Value) -> Value:
+    """A 0-d bool: whether any element of ``mask`` is true."""
+    total = e.emit("ReduceSum", e.cast(mask, DataType.INT64), keepdims=0)
+    return e.emit("Greater", total, e.const(np.asarray(0, np.int64)))
+
+
+LoopBody = Callable[[Emitter, Value, list[Value]], tuple[Value, list[Value]]]
+
+
+def while_loop(e: Emitter, state: Sequence[Value], going: Value, body: LoopBody, hint: str) -> list[Value]:
+    """An ONNX ``Loop`` without a trip count: while ``going`` (0-d bool), ``state`` becomes what
+    ``body(emitter, iteration, values)`` returns as ``(still going, new values)``.  The body reads
+    outer values freely; the new values keep the state's types."""
+    names = e.b.names
+    it = Value(names.fresh(f"{hint}_iter"), TensorType(DataType.INT64, ()))
+    cond = Value(names.fresh(f"{hint}_cond"), TensorType(DataType.BOOL, ()))
+    carried = [Value(names.fresh(f"{hint}_state"), v.type) for v in state]
+    graph = Graph(inputs=[it, cond, *carried], name=names.fresh(f"{hint}_body"))
+    inner = Emitter(graph, Builder(graph, names=names))
+    inner.metadata = dict(e.metadata)
+    again, new = body(inner, it, list(carried))
+    outputs = []
+    for old, v in zip(carried, new, strict=True):
+        if v.producer() is None or v.producer().graph is not graph or v in outputs:
+            v = inner.emit("Identity", v)  # each body output is made in the body, once
+        v.type = old.type
+        outputs.append(v)
+    graph.set_outputs([again, *outputs])
+    loop = e.node("Loop", [None, going, *state], {"body": graph}, outputs=len(state), types=[v.type for v in state])
+    return list(loop.outputs)

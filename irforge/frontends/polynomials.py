@@ -20,12 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core_ir.builder import Builder
 from ..core_ir.dtypes import DataType
-from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from .common import Emitter, NotMapped
+from .common import Emitter, NotMapped, any_true, while_loop
 from .special import _Math
 
 _HERMITE_LIMIT = {DataType.FLOAT: 128, DataType.DOUBLE: 512}
@@ -161,33 +159,22 @@ def orthogonal_polynomial(e: Emitter, name: str, x: Value, n: Value) -> Value:
 
 def _recur(e: Emitter, m: _Math, family: _Family, y: Value, degree: Value, recurring: Value, first: Value) -> Value:
     """f(y, n) for the ``recurring`` elements by a Loop of the recurrence; ``first`` elsewhere."""
-    names = e.b.names
-    t = TensorType(m.dtype, first.type.shape if isinstance(first.type, TensorType) else None)
-    it = Value(names.fresh("poly_iter"), TensorType(DataType.INT64, ()))
-    cond = Value(names.fresh("poly_cond"), TensorType(DataType.BOOL, ()))
-    p, q = Value(names.fresh("poly_p"), t), Value(names.fresh("poly_q"), t)
-    body = Graph(inputs=[it, cond, p, q], name=names.fresh("poly_body"))
-    be = Emitter(body, Builder(body, names=names))
-    be.metadata = dict(e.metadata)
-    bm = _Math(be, m.dtype)
 
     def active(em: Emitter, j: Value, value: Value) -> Value:
         going = em.emit("And", recurring, em.emit("Less", j, degree))
         return em.emit("And", going, em.emit("Not", em.emit("IsNaN", value)))
 
-    def anything(em: Emitter, mask: Value) -> Value:
-        total = em.emit("ReduceSum", em.cast(mask, DataType.INT64), keepdims=0)
-        return em.emit("Greater", total, em.const(np.asarray(0, np.int64)))
+    def step(be: Emitter, it: Value, state: list[Value]) -> tuple[Value, list[Value]]:
+        p, q = state
+        bm = _Math(be, m.dtype)
+        j = be.emit("Add", it, be.const(np.asarray(1, np.int64)))
+        now = active(be, j, q)
+        new_p, new_q = bm.where(now, q, p), bm.where(now, family.step(bm, y, j, p, q), q)
+        return any_true(be, active(be, be.emit("Add", j, be.const(np.asarray(1, np.int64))), new_q)), [new_p, new_q]
 
-    j = be.emit("Add", it, be.const(np.asarray(1, np.int64)))
-    now = active(be, j, q)
-    nxt = family.step(bm, y, j, p, q)
-    new_p, new_q = bm.where(now, q, p), bm.where(now, nxt, q)
-    again = anything(be, active(be, be.emit("Add", j, be.const(np.asarray(1, np.int64))), new_q))
-    new_p.type = new_q.type = t
-    body.set_outputs([again, new_p, new_q])
+    t = TensorType(m.dtype, first.type.shape if isinstance(first.type, TensorType) else None)
     ones = m.Add(m.Mul(first, 0.0), 1.0)
     ones = m.where(m.IsNaN(ones), 1.0, ones)  # first may be ±inf or NaN; p starts at 1 everywhere
-    start = anything(e, active(e, e.const(np.asarray(1, np.int64)), first))
-    loop = e.node("Loop", [None, start, ones, first], {"body": body}, outputs=2, types=[t, t])
-    return loop.outputs[1]
+    ones.type = first.type = t
+    start = any_true(e, active(e, e.const(np.asarray(1, np.int64)), first))
+    return while_loop(e, [ones, first], start, step, "poly")[1]

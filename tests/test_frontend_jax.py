@@ -399,3 +399,19 @@ def test_tridiagonal_solve_pivots_as_gtsv_and_gives_nan_for_a_singular_system():
     assert np.isnan(expected[0][1]).all() and not np.isnan(expected[0][0]).any()
     assert_matches(from_jax(f, *args), list(args), expected, backends=("reference", "onnxruntime", "xla"),
                    rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+def test_incomplete_gamma_matches_jit_with_jax_s_edges():
+    """JAX's own series and continued fraction in float32 (and float16 through float32), where
+    its edge values differ from PyTorch's (a = 0)."""
+    def f(a, x, h, hx):
+        return lax.igamma(a, x), lax.igammac(a, x), lax.igamma(h, hx)
+
+    edges_a = [0.0, 0.0, 0.5, 1.0, 2.5, 100.0, 1e3, np.inf, -1.0, 3.0, 0.0, np.nan, 2.0, 1e-3]
+    edges_x = [0.5, 2.0, 0.3, 1.0, 4.0, 110.0, 1e3, 1.0, 1.0, 0.0, 0.0, 1.0, np.inf, 1e-4]
+    grid_a, grid_x = np.meshgrid(np.geomspace(0.05, 60, 12), np.geomspace(0.01, 80, 12))
+    a = np.concatenate([edges_a, grid_a.ravel()]).astype(np.float32)
+    x = np.concatenate([edges_x, grid_x.ravel()]).astype(np.float32)
+    args = (a, x, a.astype(np.float16), x.astype(np.float16))
+    assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip

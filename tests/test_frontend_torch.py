@@ -781,3 +781,21 @@ def test_split_points_read_from_a_tensor_become_data_dependent_slices():
     for points in (at, torch.tensor([0, 2, 6])):  # the split points the model was traced with, and others
         assert_matches(model, [x.numpy(), points.numpy()], _eager(_SplitAtData(), (x, points)),
                        backends=("reference", "onnxruntime"))  # fmt: skip
+
+
+class _IncompleteGamma(torch.nn.Module):
+    def forward(self, a, x):
+        return torch.special.gammainc(a, x), torch.special.gammaincc(a, x), torch.igamma(a.double(), x.double())
+
+
+def test_incomplete_gamma_matches_eager_in_both_regimes_and_at_aten_s_edges():
+    """The series (x < max(1, a)) and the continued fraction, large a, and ATen's edge values
+    (a = 0, infinite a or x, x = 0, negative and NaN arguments)."""
+    edges_a = [0.0, 0.5, 1.0, 2.5, 100.0, 1e3, np.inf, np.inf, -1.0, 3.0, 0.0, np.nan, 2.0, 1e-3]
+    edges_x = [2.0, 0.3, 1.0, 4.0, 110.0, 1e3, 1.0, np.inf, 1.0, 0.0, 0.0, 1.0, np.inf, 1e-4]
+    grid_a, grid_x = np.meshgrid(np.geomspace(0.05, 60, 12), np.geomspace(0.01, 80, 12))
+    a = torch.from_numpy(np.concatenate([edges_a, grid_a.ravel()]).astype(np.float32))
+    x = torch.from_numpy(np.concatenate([edges_x, grid_x.ravel()]).astype(np.float32))
+    module = _IncompleteGamma()
+    assert_matches(from_torch(module, (a, x)), [a.numpy(), x.numpy()], _eager(module, (a, x)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip

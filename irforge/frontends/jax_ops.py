@@ -16,7 +16,7 @@ from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import linalg, special
+from . import gamma, linalg, special
 from .common import NotMapped, associative_scan
 from .jax_random import RANDOM_PRIMITIVES, convert_random
 
@@ -123,6 +123,12 @@ _SPECIAL = {"lgamma": special.lgamma, "digamma": special.digamma, "erf_inv": spe
 def _special(cx, x, **_):
     fn = _SPECIAL[cx.eqn.primitive.name]
     return cx.typed("Identity", fn(cx, cx.value(x)))
+
+
+@prim("igamma", "igammac")
+def _igamma(cx, a, x, **_):
+    upper = cx.eqn.primitive.name == "igammac"
+    return cx.typed("Identity", gamma.regularized_gamma(cx, cx.value(a), cx.value(x), upper=upper, framework="jax"))
 
 
 @prim("nextafter")

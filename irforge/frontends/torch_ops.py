@@ -19,7 +19,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import linalg, polynomials, special
+from . import gamma, linalg, polynomials, special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -189,6 +189,16 @@ def _polynomial(name: str):
 
 for _name in polynomials.FAMILIES:
     aten(f"special_{_name}.default", f"special_{_name}.x_scalar", f"special_{_name}.n_scalar")(_polynomial(_name))
+
+
+@aten("igamma.default", "igammac.default")
+def _igamma(cx, a, x):
+    dt = _promoted(cx, a, x)
+    if not is_floating(dt):
+        raise NotMapped(f"the incomplete gamma function of {dt.name}")
+    upper = "igammac" in str(cx.fx.target)
+    p = gamma.regularized_gamma(cx, cx.tensor(a, dt), cx.tensor(x, dt), upper=upper, framework="torch")
+    return cx.emit_typed("Identity", p)
 
 
 @aten("round.default")

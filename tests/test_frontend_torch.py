@@ -799,3 +799,16 @@ def test_incomplete_gamma_matches_eager_in_both_regimes_and_at_aten_s_edges():
     module = _IncompleteGamma()
     assert_matches(from_torch(module, (a, x)), [a.numpy(), x.numpy()], _eager(module, (a, x)),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _Log1pExpm1(torch.nn.Module):
+    def forward(self, x, d):
+        return torch.log1p(x), torch.expm1(x), torch.log1p(d), torch.expm1(d)
+
+
+def test_log1p_and_expm1_keep_small_arguments_exact():
+    x = torch.tensor([1e-10, -1e-10, 3e-8, 1e-5, 0.5, -0.5, 5.0, -1.0, 0.0, -0.0, 80.0, 100.0, -100.0,
+                      float("inf"), -float("inf"), float("nan"), -2.0])  # fmt: skip
+    module, args = _Log1pExpm1(), (x, x.double())
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-6, atol=0)  # fmt: skip

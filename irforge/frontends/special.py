@@ -59,6 +59,38 @@ def _widened(e: Emitter, x: Value, compute):
     return compute(_Math(e, dtype), x)
 
 
+def _series_terms(m: _Math) -> int:
+    return 8 if m.dtype == DataType.DOUBLE else 4
+
+
+def log1p_of(m: _Math, x: Value) -> Value:
+    """log(1 + x) without losing small x: below |x| = 0.1 the series 2·atanh(x / (2 + x)), so no
+    difference of nearly equal numbers is formed (which a compiler may also rewrite away)."""
+    small = m.Less(m.Abs(x), 0.1)
+    s = m.Div(m.where(small, x, 0.0), m.Add(m.where(small, x, 0.0), 2.0))
+    s2, poly = m.Mul(s, s), m.c(0.0)
+    for k in reversed(range(_series_terms(m))):
+        poly = m.Add(m.Mul(poly, s2), 1.0 / (2 * k + 1))
+    return m.where(small, m.Mul(m.Mul(s, poly), 2.0), m.Log(m.Add(x, 1.0)))
+
+
+def expm1_of(m: _Math, x: Value) -> Value:
+    """exp(x) - 1 without losing small x: below |x| = 0.1 its Taylor series."""
+    small = m.Less(m.Abs(x), 0.1)
+    t, poly = m.where(small, x, 0.0), m.c(0.0)
+    for k in reversed(range(1, 2 * _series_terms(m) + 1)):
+        poly = m.Mul(m.Add(poly, 1.0), m.Div(t, float(k)))
+    return m.where(small, poly, m.Sub(m.Exp(x), 1.0))
+
+
+def log1p(e: Emitter, x: Value) -> Value:
+    return _widened(e, x, log1p_of)
+
+
+def expm1(e: Emitter, x: Value) -> Value:
+    return _widened(e, x, expm1_of)
+
+
 def _lanczos_sums(m: _Math, z: Value) -> tuple[Value, Value]:
     """Σ cᵢ/(z+i+1) (plus the base term) and -Σ cᵢ/(z+i+1)², for z = x - 1."""
     a, d = m.c(LANCZOS_BASE), None
@@ -648,6 +680,4 @@ def log_ndtr(e: Emitter, x: Value) -> Value:
     low = m.Sub(m.Log(m.Div(_erfcx64(m, m.Neg(t)), 2.0)), m.Mul(t, t))
     tt = m.Max(t, -1.0)  # the branch above -1 only
     y = m.Neg(m.Div(m.Mul(m.Exp(m.Neg(m.Mul(tt, tt))), _erfcx64(m, tt)), 2.0))
-    u = m.Add(y, 1.0)
-    log1p = m.where(m.Equal(u, 1.0), y, m.Div(m.Mul(m.Log(u), y), m.Sub(u, 1.0)))  # Goldberg's log1p
-    return e.cast(m.where(m.Less(x64, -1.0), low, log1p), x.type.dtype)
+    return e.cast(m.where(m.Less(x64, -1.0), low, log1p_of(m, y)), x.type.dtype)

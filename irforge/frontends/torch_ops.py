@@ -230,14 +230,8 @@ def _rsqrt(cx, x):
     return cx.emit_typed("Reciprocal", cx.emit("Sqrt", cx.tensor(x)))
 
 
-@aten("expm1.default")
-def _expm1(cx, x):
-    return cx.emit_typed("Sub", cx.emit("Exp", cx.tensor(x)), cx.tensor(1))
-
-
-@aten("log1p.default")
-def _log1p(cx, x):
-    return cx.emit_typed("Log", cx.emit("Add", cx.tensor(x), cx.tensor(1)))
+aten("log1p.default")(_special(special.log1p))
+aten("expm1.default")(_special(special.expm1))
 
 
 @aten("log2.default", "log10.default")

@@ -16,7 +16,7 @@ from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import gamma, linalg, special
+from . import incomplete, linalg, special
 from .common import NotMapped, associative_scan
 from .jax_random import RANDOM_PRIMITIVES, convert_random
 
@@ -128,7 +128,13 @@ def _special(cx, x, **_):
 @prim("igamma", "igammac")
 def _igamma(cx, a, x, **_):
     upper = cx.eqn.primitive.name == "igammac"
-    return cx.typed("Identity", gamma.regularized_gamma(cx, cx.value(a), cx.value(x), upper=upper, framework="jax"))
+    p = incomplete.regularized_gamma(cx, cx.value(a), cx.value(x), upper=upper, framework="jax")
+    return cx.typed("Identity", p)
+
+
+@prim("regularized_incomplete_beta")
+def _betainc(cx, a, b, x, **_):
+    return cx.typed("Identity", incomplete.regularized_beta(cx, cx.value(a), cx.value(b), cx.value(x)))
 
 
 @prim("nextafter")

@@ -19,7 +19,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import gamma, linalg, polynomials, special
+from . import incomplete, linalg, polynomials, special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -197,7 +197,7 @@ def _igamma(cx, a, x):
     if not is_floating(dt):
         raise NotMapped(f"the incomplete gamma function of {dt.name}")
     upper = "igammac" in str(cx.fx.target)
-    p = gamma.regularized_gamma(cx, cx.tensor(a, dt), cx.tensor(x, dt), upper=upper, framework="torch")
+    p = incomplete.regularized_gamma(cx, cx.tensor(a, dt), cx.tensor(x, dt), upper=upper, framework="torch")
     return cx.emit_typed("Identity", p)
 
 

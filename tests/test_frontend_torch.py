@@ -812,3 +812,25 @@ def test_log1p_and_expm1_keep_small_arguments_exact():
     module, args = _Log1pExpm1(), (x, x.double())
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-6, atol=0)  # fmt: skip
+
+
+class _LinearCrossEntropy(torch.nn.Module):
+    def __init__(self, reduction: str):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, x, w, b, t, cw):
+        from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+        options = LinearCrossEntropyOptions(batch_chunk_size=2)  # computed two rows at a time
+        return torch.nn.functional.linear_cross_entropy(x, w, t, linear_bias=b, weight=cw, reduction=self.reduction,
+                                                        ignore_index=1, options=options)  # fmt: skip
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_chunked_linear_cross_entropy_matches_eager_with_class_weights_and_ignored_targets(reduction):
+    x, w, b = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4)
+    t, cw = torch.tensor([0, 1, 3, 2, 3]), torch.rand(4) + 0.5
+    module, args = _LinearCrossEntropy(reduction), (x, w, b, t, cw)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip

@@ -26,10 +26,13 @@ TABLE: dict = {}
 INT64_MAX = 2**63 - 1
 
 
+_NAMESPACES = ("operator.", "torch.", "torch_nn.", "higher_order.", "aten.")
+
+
 def aten(*names: str):
     def register(fn):
         for n in names:
-            TABLE[n if n.startswith(("operator.", "torch.", "higher_order.", "aten.")) else "aten." + n] = fn
+            TABLE[n if n.startswith(_NAMESPACES) else "aten." + n] = fn
         return fn
 
     return register
@@ -1129,6 +1132,48 @@ def _embedding_bag(cx, weight, indices, offsets, scale_grad_by_freq=False, mode=
             out = cx.emit("Div", out, cx.emit("Unsqueeze", size, one))
     result = cx.emit("Slice", out, first, bags)  # the spare bag dropped
     return cx.emit_typed("Identity", result), None, None, None
+
+
+def _linear_cross_entropy(cx, x, linear_weight, target, linear_bias, weight, reduction: str, ignore_index) -> Value:
+    """Cross-entropy of a linear layer's logits, which torch computes chunk by chunk to save
+    memory: the logits whole, log-softmax, the target's log-probability weighted per class, and
+    targets at ``ignore_index`` left out of the loss and of the mean's weight."""
+    if cx.rank(x) != 2 or cx.rank(target) != 1:
+        raise NotMapped("linear cross-entropy of inputs that are not [N, features]")
+    dt = cx.dtype(x)
+    logits = cx.emit("MatMul", x, cx.emit("Transpose", linear_weight, perm=[1, 0]))
+    if linear_bias is not None:
+        logits = cx.emit("Add", logits, linear_bias)
+    target = cx.cast(target, DataType.INT64)
+    kept = cx.emit("Not", cx.emit("Equal", target, cx.const(np.asarray(ignore_index, np.int64))))
+    safe = cx.emit("Where", kept, target, cx.const(np.asarray(0, np.int64)))
+    column = cx.emit("Unsqueeze", safe, cx.const(np.asarray([1], np.int64)))
+    picked = cx.emit("GatherElements", cx.emit("LogSoftmax", logits, axis=-1), column, axis=1)
+    nll = cx.emit("Neg", cx.emit("Squeeze", picked, cx.const(np.asarray([1], np.int64))))
+    w = cx.emit("Cast", kept, to=int(dt))
+    if weight is not None:
+        w = cx.emit("Mul", w, cx.emit("Gather", weight, safe, axis=0))
+    loss = cx.emit("Where", kept, cx.emit("Mul", nll, w), cx.const(np.asarray(0, to_numpy(dt))))
+    if reduction == "none":
+        return loss
+    total = cx.emit("ReduceSum", loss, keepdims=0)
+    return total if reduction == "sum" else cx.emit("Div", total, cx.emit("ReduceSum", w, keepdims=0))
+
+
+@aten("torch_nn._linear_cross_entropy_batch_chunked.default")
+def _linear_cross_entropy_chunked(cx, x, linear_weight, target, linear_bias=None, weight=None, reduction="mean",
+                                  ignore_index=-100, label_smoothing=0.0, *rest):  # fmt: skip
+    if cx.used_outputs() != {0} or label_smoothing:
+        raise NotMapped("linear cross-entropy with label smoothing or gradients")
+    loss = _linear_cross_entropy(cx, x, linear_weight, target, linear_bias, weight, reduction, ignore_index)
+    return cx.emit_typed("Identity", loss), None, None, None
+
+
+@aten("torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default")
+def _linear_cross_entropy_each(cx, x, linear_weight, target, linear_bias=None, weight=None, ignore_index=-100,
+                               *rest):  # fmt: skip
+    loss = _linear_cross_entropy(cx, x, linear_weight, target, linear_bias, weight, "none", ignore_index)
+    return cx.emit_typed("Identity", loss)
 
 
 @aten("_to_copy.default", "clone.default", "alias.default", "lift_fresh_copy.default", "detach.default",

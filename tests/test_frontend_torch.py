@@ -834,3 +834,18 @@ def test_chunked_linear_cross_entropy_matches_eager_with_class_weights_and_ignor
     module, args = _LinearCrossEntropy(reduction), (x, w, b, t, cw)
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _GridSample3d(torch.nn.Module):
+    def forward(self, x, grid):
+        f = torch.nn.functional.grid_sample
+        return (f(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False),
+                f(x, grid, mode="nearest", padding_mode="border", align_corners=True),
+                f(x, grid, mode="bilinear", padding_mode="reflection", align_corners=False))  # fmt: skip
+
+
+def test_volumetric_grid_sampling_matches_eager():
+    x, grid = torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 2.4 - 1.2  # some points outside
+    module = _GridSample3d()
+    assert_matches(from_torch(module, (x, grid)), [x.numpy(), grid.numpy()], _eager(module, (x, grid)),
+                   backends=("reference", "onnxruntime"), rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -1661,7 +1661,7 @@ def _upsample_aa(cx, x, output_size, align_corners, *scales):
     return cx.emit_typed("MatMul", cx.const(rows), across)
 
 
-@aten("grid_sampler_2d.default")
+@aten("grid_sampler_2d.default", "grid_sampler_3d.default")
 def _grid_sampler(cx, x, grid, interpolation_mode, padding_mode, align_corners):
     mode = ["linear", "nearest", "cubic"][interpolation_mode]
     pad = ["zeros", "border", "reflection"][padding_mode]

@@ -849,3 +849,34 @@ def test_volumetric_grid_sampling_matches_eager():
     module = _GridSample3d()
     assert_matches(from_torch(module, (x, grid)), [x.numpy(), grid.numpy()], _eager(module, (x, grid)),
                    backends=("reference", "onnxruntime"), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+class _Ormqr(torch.nn.Module):
+    def forward(self, a, c, r):
+        packed, tau = torch.geqrf(a)
+        return (torch.ormqr(packed, tau, c), torch.ormqr(packed, tau, c, transpose=True),
+                torch.ormqr(packed, tau, r, left=False),
+                torch.ormqr(packed, tau, r, left=False, transpose=True))  # fmt: skip
+
+
+def test_ormqr_applies_geqrf_s_reflectors_from_either_side():
+    a, c, r = torch.randn(2, 5, 3), torch.randn(2, 5, 4), torch.randn(2, 4, 5)
+    module = _Ormqr()
+    assert_matches(from_torch(module, (a, c, r)), [a.numpy(), c.numpy(), r.numpy()], _eager(module, (a, c, r)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+class _MatrixExp(torch.nn.Module):
+    def forward(self, a, d):
+        return torch.linalg.matrix_exp(a), torch.linalg.matrix_exp(d)
+
+
+def test_matrix_exp_matches_eager_from_tiny_to_large_norms():
+    """Norms from 1e-3 (no squaring) to 40 (six squarings), in one batch: each matrix is squared
+    its own number of times."""
+    a = torch.randn(5, 4, 4) * torch.tensor([1e-3, 0.3, 1.0, 5.0, 10.0]).reshape(5, 1, 1)
+    a[2] = torch.zeros(4, 4)
+    module = _MatrixExp()
+    args = (a, a.double())
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip

@@ -262,3 +262,42 @@ def tridiagonal_solve(e: Emitter, dl: Value, d: Value, du: Value, b: Value) -> V
         x[i] = e.emit("Div", acc, diag[i])
     out = x[0] if n == 1 else e.emit("Concat", *x, axis=-2)
     return e.emit("Where", singular, e.const(np.asarray(np.nan, np_dt)), out)
+
+
+_EXP_THETA = {DataType.FLOAT: 3.010066362817634, DataType.DOUBLE: 1.090863719290036}
+"""The 1-norm up to which ATen's matrix exponential uses its degree-18 Taylor polynomial."""
+EXP_DEGREE = 18
+
+
+def matrix_exp(e: Emitter, a: Value) -> Value:
+    """exp(A) by scaling and squaring, as ATen: A / 2^s with s the fewest halvings that bring the
+    1-norm under θ₁₈, the degree-18 Taylor polynomial (by Horner's rule), then s squarings (a Loop
+    of the largest s in the batch, each matrix squared only its own number of times)."""
+    from .common import while_loop
+
+    n = _side(a)
+    np_dt = to_numpy(a.type.dtype)
+    columns = e.emit("ReduceSum", e.emit("Abs", a), e.const(_i64([-2])), keepdims=1)
+    norm = e.emit("ReduceMax", columns, e.const(_i64([-1])), keepdims=1)  # [..., 1, 1]
+    ratio = e.emit("Div", norm, e.const(np.asarray(_EXP_THETA[a.type.dtype], np_dt)))
+    halvings = e.emit("Ceil", e.emit("Div", e.emit("Log", ratio), e.const(np.asarray(np.log(2.0), np_dt))))
+    finite = e.emit("And", e.emit("Not", e.emit("IsNaN", halvings)), e.emit("Not", e.emit("IsInf", halvings)))
+    halvings = e.emit("Max", e.emit("Where", finite, halvings, e.const(np.asarray(0, np_dt))),
+                      e.const(np.asarray(0, np_dt)))  # fmt: skip
+    scaled = e.emit("Div", a, e.emit("Pow", e.const(np.asarray(2, np_dt)), halvings))
+    eye = e.const(np.eye(n, dtype=np_dt))
+    poly = eye
+    for k in range(EXP_DEGREE, 0, -1):
+        poly = e.emit("Add", eye, e.emit("MatMul", e.emit("Div", scaled, e.const(np.asarray(k, np_dt))), poly))
+    poly.type = a.type
+    times = e.cast(halvings, DataType.INT64)
+    most = e.emit("ReduceMax", times, keepdims=0)
+
+    def square(b: Emitter, it: Value, state: list[Value]) -> tuple[Value, list[Value]]:
+        (x,) = state
+        squared = b.emit("Where", b.emit("Less", it, times), b.emit("MatMul", x, x), x)
+        nxt = b.emit("Add", it, b.const(np.asarray(1, np.int64)))
+        return b.emit("Less", nxt, most), [squared]
+
+    going = e.emit("Greater", most, e.const(np.asarray(0, np.int64)))
+    return while_loop(e, [poly], going, square, "matrix_exp")[0]

@@ -2914,6 +2914,26 @@ def _householder_product(cx, a, tau):
     return cx.emit_typed("Identity", linalg.householder_product(cx, a, tau, count, shape[-1], shape))
 
 
+@aten("linalg_matrix_exp.default")
+def _matrix_exp(cx, a):
+    return cx.emit_typed("Identity", linalg.matrix_exp(cx, cx.tensor(a)))
+
+
+@aten("ormqr.default")
+def _ormqr(cx, a, tau, other, left=True, transpose=False):
+    """Q (the product of ``geqrf``'s reflectors, square) or Qᵀ times ``other``, from the left or
+    the right: Q formed as ``orgqr`` forms it, then one product."""
+    a, tau, other = cx.tensor(a), cx.tensor(tau), cx.tensor(other)
+    shape = linalg.static_matrix(a, "ormqr")
+    count = cx.shape(tau)[-1]
+    if not isinstance(count, int):
+        raise NotMapped("ormqr with a symbolic number of reflectors")
+    q = linalg.householder_product(cx, a, tau, count, shape[-2], shape)
+    if transpose:
+        q = linalg.transpose(cx, q, len(shape))
+    return cx.emit_typed("MatMul", q, other) if left else cx.emit_typed("MatMul", other, q)
+
+
 _PAIRWISE_LIMIT = 1 << 26
 """Most elements of the pairwise comparisons ``mode`` and ``cummax``/``cummin`` build."""
 

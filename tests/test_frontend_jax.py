@@ -432,3 +432,14 @@ def test_regularized_incomplete_beta_matches_jit_on_both_sides_and_at_the_edges(
     # one at 30.1) shows as 7e-6
     assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
                    backends=("reference", "onnxruntime", "xla"), rtol=2e-5, atol=1e-5)  # fmt: skip
+
+
+def test_singular_values_match_jit_and_singular_vectors_are_refused():
+    def values(a, wide):
+        return jnp.linalg.svd(a, compute_uv=False), jnp.linalg.svd(wide, compute_uv=False)
+
+    a, wide = RNG.normal(size=(2, 5, 3)).astype(np.float32), RNG.normal(size=(3, 7)).astype(np.float32)
+    assert_matches(from_jax(values, a, wide), [a, wide], _flat(jax.jit(values)(a, wide)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
+    with pytest.raises(UnsupportedOpsError, match="svd"):
+        from_jax(lambda a: jnp.linalg.svd(a)[0], a)

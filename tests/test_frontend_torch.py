@@ -880,3 +880,27 @@ def test_matrix_exp_matches_eager_from_tiny_to_large_norms():
     args = (a, a.double())
     assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+class _SingularValues(torch.nn.Module):
+    def forward(self, a, wide, low, d):
+        la = torch.linalg
+        return (la.svdvals(a), la.svdvals(wide), la.matrix_rank(low), la.cond(a), la.matrix_norm(a, "nuc"),
+                la.svdvals(d))  # fmt: skip
+
+
+def test_singular_values_and_what_rests_on_them_match_eager():
+    """svdvals (tall, wide, batched, float64), matrix_rank of a rank-deficient matrix, the condition
+    number and the nuclear norm; a program that reads the singular vectors is refused."""
+    a, wide = torch.randn(3, 5, 4), torch.randn(3, 6)
+    low = torch.randn(5, 2) @ torch.randn(2, 5)  # rank 2
+    module, args = _SingularValues(), (a, wide, low, a.double())
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
+
+    class Vectors(torch.nn.Module):
+        def forward(self, a):
+            return torch.linalg.svd(a)[0]
+
+    with pytest.raises(UnsupportedOpsError, match="defined only up to sign"):
+        from_torch(Vectors(), (a,))

@@ -732,6 +732,14 @@ def _tridiagonal_solve(cx, dl, d, du, b, *, perturb_singular=False, **_):
     return cx.typed("Identity", x)
 
 
+@prim("svd")
+def _svd(cx, a, *, compute_uv, subset_by_index=None, **_):
+    """Singular values only (``compute_uv=False``): the vectors are defined up to sign."""
+    if compute_uv or (subset_by_index is not None and tuple(subset_by_index) != (0, -1)):
+        raise NotMapped("singular vectors (defined only up to sign; singular values alone are mapped)")
+    return [cx.typed("Identity", linalg.singular_values(cx, cx.value(a)))]
+
+
 @prim("qr")
 def _qr(cx, a, *, full_matrices, pivoting=False, **_):
     """Householder QR with LAPACK's reflectors (geqrf, orgqr), as XLA's CPU computes it."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core_ir.dtypes import DataType, to_numpy
+from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .common import Emitter, NotMapped
 
@@ -301,3 +302,70 @@ def matrix_exp(e: Emitter, a: Value) -> Value:
 
     going = e.emit("Greater", most, e.const(np.asarray(0, np.int64)))
     return while_loop(e, [poly], going, square, "matrix_exp")[0]
+
+
+MAX_JACOBI = 32
+"""Largest matrix side whose singular values are computed (a sweep unrolls n(n-1)/2 rotations)."""
+JACOBI_SWEEPS = 40
+"""Most sweeps: one-sided Jacobi converges quadratically, a few sweeps in practice."""
+
+
+def singular_values(e: Emitter, a: Value) -> Value:
+    """The singular values of ``a`` [..., m, n], descending, by one-sided Jacobi (Hestenes) in
+    float64: sweeps of plane rotations that make the columns orthogonal, until no pair's cosine
+    exceeds float64's epsilon; the singular values are then the column norms.  (The singular
+    vectors are not offered: they are defined only up to sign, and no algorithm but LAPACK's
+    reproduces LAPACK's signs.)"""
+    from .common import any_true, while_loop
+
+    shape = a.type.shape if a.type is not None else None
+    if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]):
+        raise NotMapped("singular values of a matrix of symbolic size")
+    if a.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
+        raise NotMapped(f"singular values in {a.type.dtype.name}")
+    m, n = shape[-2:]
+    rank = len(shape)
+    x = e.cast(a, DataType.DOUBLE)
+    if n > m:
+        x, (m, n) = transpose(e, x, rank), (n, m)
+    if n > MAX_JACOBI:
+        raise NotMapped(f"singular values of matrices with more than {MAX_JACOBI} columns")
+    if n == 0:
+        return e.cast(e.emit("ReduceSum", x, e.const(_i64([-2])), keepdims=0), a.type.dtype)  # an empty [..., 0]
+    eps = float(np.finfo(np.float64).eps)
+
+    def f64(v: float) -> Value:
+        return e.const(np.asarray(v, np.float64))
+
+    def sweep(b: Emitter, it: Value, state: list[Value]) -> tuple[Value, list[Value]]:
+        (mat,) = state
+        cols = [b.emit("Slice", mat, b.const(_i64([j])), b.const(_i64([j + 1])), b.const(_i64([-1]))) for j in range(n)]
+        worst = None
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                ap, aq = cols[p], cols[q]
+                alpha = b.emit("ReduceSum", b.emit("Mul", ap, ap), b.const(_i64([-2])), keepdims=1)
+                beta = b.emit("ReduceSum", b.emit("Mul", aq, aq), b.const(_i64([-2])), keepdims=1)
+                gamma = b.emit("ReduceSum", b.emit("Mul", ap, aq), b.const(_i64([-2])), keepdims=1)
+                cosine = b.emit("Div", b.emit("Abs", gamma), b.emit("Sqrt", b.emit("Mul", alpha, beta)))
+                cosine = b.emit("Where", b.emit("IsNaN", cosine), f64(0.0), cosine)
+                worst = cosine if worst is None else b.emit("Max", worst, cosine)
+                zeta = b.emit("Div", b.emit("Sub", beta, alpha), b.emit("Mul", gamma, f64(2.0)))
+                sign = b.emit("Where", b.emit("GreaterOrEqual", zeta, f64(0.0)), f64(1.0), f64(-1.0))
+                root = b.emit("Sqrt", b.emit("Add", b.emit("Mul", zeta, zeta), f64(1.0)))
+                t = b.emit("Div", sign, b.emit("Add", b.emit("Abs", zeta), root))
+                t = b.emit("Where", b.emit("Greater", cosine, f64(eps)), t, f64(0.0))  # converged pairs stay
+                c = b.emit("Reciprocal", b.emit("Sqrt", b.emit("Add", b.emit("Mul", t, t), f64(1.0))))
+                s = b.emit("Mul", c, t)
+                cols[p] = b.emit("Sub", b.emit("Mul", c, ap), b.emit("Mul", s, aq))
+                cols[q] = b.emit("Add", b.emit("Mul", s, ap), b.emit("Mul", c, aq))
+        more = b.emit("And", any_true(b, b.emit("Greater", worst, f64(eps))),
+                      b.emit("Less", it, b.const(np.asarray(JACOBI_SWEEPS - 1, np.int64))))  # fmt: skip
+        return more, [b.emit("Concat", *cols, axis=-1) if n > 1 else cols[0]]
+
+    x.type = TensorType(DataType.DOUBLE, (*shape[:-2], m, n))
+    if n > 1:
+        x = while_loop(e, [x], e.const(np.asarray(True)), sweep, "jacobi")[0]
+    norms = e.emit("Sqrt", e.emit("ReduceSum", e.emit("Mul", x, x), e.const(_i64([-2])), keepdims=0))
+    ordered = e.node("TopK", [norms, e.const(_i64([n]))], {"axis": -1, "largest": 1, "sorted": 1}, outputs=2)
+    return e.cast(ordered.outputs[0], a.type.dtype)

@@ -2914,6 +2914,17 @@ def _householder_product(cx, a, tau):
     return cx.emit_typed("Identity", linalg.householder_product(cx, a, tau, count, shape[-1], shape))
 
 
+@aten("_linalg_svd.default")
+def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
+    """Singular values only: the vectors are defined up to sign, and a program that reads them is
+    refused rather than given other signs than LAPACK's."""
+    if not cx.used_outputs() <= {1}:
+        raise NotMapped("singular vectors (defined only up to sign; singular values alone are mapped)")
+    values = cx.emit("Identity", linalg.singular_values(cx, cx.tensor(a)))
+    values.type = cx.meta_type(cx.val[1])
+    return None, values, None
+
+
 @aten("linalg_matrix_exp.default")
 def _matrix_exp(cx, a):
     return cx.emit_typed("Identity", linalg.matrix_exp(cx, cx.tensor(a)))

@@ -904,3 +904,18 @@ def test_singular_values_and_what_rests_on_them_match_eager():
 
     with pytest.raises(UnsupportedOpsError, match="defined only up to sign"):
         from_torch(Vectors(), (a,))
+
+
+class _Eigenvalues(torch.nn.Module):
+    def forward(self, a, d):
+        la = torch.linalg
+        return la.eigvalsh(a), la.eigvalsh(a, UPLO="U"), la.matrix_rank(a, hermitian=True), la.eigvalsh(d)
+
+
+def test_symmetric_eigenvalues_read_only_the_named_triangle_and_match_eager():
+    m = torch.randn(3, 5, 5)
+    a = m + m.transpose(-1, -2) + torch.triu(torch.randn(5, 5), 1) * 7  # the triangles disagree
+    a[1] = torch.diag(torch.tensor([3.0, -1.0, 0.0, 0.0, 2.0]))  # already diagonal, repeated eigenvalues
+    module, args = _Eigenvalues(), (a, a.double())
+    assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip

@@ -369,3 +369,58 @@ def singular_values(e: Emitter, a: Value) -> Value:
     norms = e.emit("Sqrt", e.emit("ReduceSum", e.emit("Mul", x, x), e.const(_i64([-2])), keepdims=0))
     ordered = e.node("TopK", [norms, e.const(_i64([n]))], {"axis": -1, "largest": 1, "sorted": 1}, outputs=2)
     return e.cast(ordered.outputs[0], a.type.dtype)
+
+
+def symmetric_eigenvalues(e: Emitter, a: Value, *, lower: bool) -> Value:
+    """The eigenvalues of the symmetric matrix whose ``lower`` (else upper) triangle ``a`` holds,
+    ascending, by cyclic Jacobi in float64: sweeps of rotations Gᵀ A G, each zeroing one
+    off-diagonal pair, until every off-diagonal entry is below epsilon times the diagonal's scale;
+    the eigenvalues are then the diagonal.  (The eigenvectors are not offered: defined up to sign.)"""
+    from .common import any_true, while_loop
+
+    n = _side(a)
+    if n > MAX_JACOBI:
+        raise NotMapped(f"eigenvalues of matrices larger than {MAX_JACOBI} by {MAX_JACOBI}")
+    shape, rank = a.type.shape, len(a.type.shape)
+    x = e.cast(a, DataType.DOUBLE)
+    keep = np.tril(np.ones((n, n))) if lower else np.triu(np.ones((n, n)))
+    half = e.emit("Mul", x, e.const(keep))  # the stored triangle, mirrored
+    x = e.emit("Sub", e.emit("Add", half, transpose(e, half, rank)), e.emit("Mul", x, e.const(np.eye(n))))
+    x.type = TensorType(DataType.DOUBLE, tuple(shape))
+    if n <= 1:
+        return e.cast(e.emit("ReduceSum", x, e.const(_i64([-1])), keepdims=0), a.type.dtype)
+    eps = float(np.finfo(np.float64).eps)
+
+    def f64(v) -> Value:
+        return e.const(np.asarray(v, np.float64))
+
+    def entry(b: Emitter, mat: Value, i: int, j: int) -> Value:
+        return b.emit("Slice", mat, b.const(_i64([i, j])), b.const(_i64([i + 1, j + 1])), b.const(_i64([-2, -1])))
+
+    def sweep(b: Emitter, it: Value, state: list[Value]) -> tuple[Value, list[Value]]:
+        (mat,) = state
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                app, aqq, apq = entry(b, mat, p, p), entry(b, mat, q, q), entry(b, mat, p, q)
+                theta = b.emit("Div", b.emit("Sub", aqq, app), b.emit("Mul", apq, f64(2.0)))
+                sign = b.emit("Where", b.emit("GreaterOrEqual", theta, f64(0.0)), f64(1.0), f64(-1.0))
+                root = b.emit("Sqrt", b.emit("Add", b.emit("Mul", theta, theta), f64(1.0)))
+                t = b.emit("Div", sign, b.emit("Add", b.emit("Abs", theta), root))
+                t = b.emit("Where", b.emit("Equal", apq, f64(0.0)), f64(0.0), t)
+                c = b.emit("Reciprocal", b.emit("Sqrt", b.emit("Add", b.emit("Mul", t, t), f64(1.0))))
+                s = b.emit("Mul", c, t)
+                on_pq, cross = np.zeros((n, n)), np.zeros((n, n))
+                on_pq[p, p] = on_pq[q, q] = 1.0
+                cross[p, q], cross[q, p] = 1.0, -1.0
+                g = b.emit("Add", b.emit("Add", f64(np.eye(n)), b.emit("Mul", b.emit("Sub", c, f64(1.0)), f64(on_pq))),
+                           b.emit("Mul", s, f64(cross)))  # fmt: skip
+                mat = b.emit("MatMul", b.emit("MatMul", transpose(b, g, rank), mat), g)
+        off = b.emit("Abs", b.emit("Mul", mat, f64(1.0 - np.eye(n))))
+        scale = b.emit("ReduceMax", b.emit("Abs", mat), b.const(_i64([-2, -1])), keepdims=1)
+        unsettled = any_true(b, b.emit("Greater", off, b.emit("Mul", scale, f64(eps))))
+        return b.emit("And", unsettled, b.emit("Less", it, b.const(np.asarray(JACOBI_SWEEPS - 1, np.int64)))), [mat]
+
+    x = while_loop(e, [x], e.const(np.asarray(True)), sweep, "jacobi_eigen")[0]
+    diagonal = e.emit("ReduceSum", e.emit("Mul", x, e.const(np.eye(n))), e.const(_i64([-1])), keepdims=0)
+    ordered = e.node("TopK", [diagonal, e.const(_i64([n]))], {"axis": -1, "largest": 0, "sorted": 1}, outputs=2)
+    return e.cast(ordered.outputs[0], a.type.dtype)

@@ -2925,6 +2925,16 @@ def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
     return None, values, None
 
 
+@aten("_linalg_eigh.default")
+def _eigh(cx, a, uplo="L", compute_v=True):
+    """Eigenvalues only, as for the singular values: eigenvectors are defined up to sign."""
+    if not cx.used_outputs() <= {0}:
+        raise NotMapped("eigenvectors (defined only up to sign; eigenvalues alone are mapped)")
+    values = cx.emit("Identity", linalg.symmetric_eigenvalues(cx, cx.tensor(a), lower=uplo == "L"))
+    values.type = cx.meta_type(cx.val[0])
+    return values, None
+
+
 @aten("linalg_matrix_exp.default")
 def _matrix_exp(cx, a):
     return cx.emit_typed("Identity", linalg.matrix_exp(cx, cx.tensor(a)))

@@ -443,3 +443,22 @@ def test_singular_values_match_jit_and_singular_vectors_are_refused():
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
     with pytest.raises(UnsupportedOpsError, match="svd"):
         from_jax(lambda a: jnp.linalg.svd(a)[0], a)
+
+
+def test_scatter_of_windows_wider_than_one_element_drops_or_clips_whole_windows():
+    def f(x, y, upd, upd2, idx, idx2):
+        dn1 = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(),
+                                          scatter_dims_to_operand_dims=(0,))  # fmt: skip
+        dn2 = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                          scatter_dims_to_operand_dims=(0,))  # fmt: skip
+        drop, clip = lax.GatherScatterMode.FILL_OR_DROP, lax.GatherScatterMode.CLIP
+        return (lax.scatter_min(x, idx, upd, dn1, mode=drop), lax.scatter_add(x, idx, upd, dn1, mode=clip),
+                lax.scatter_max(y, idx2, upd2, dn2, mode=drop), lax.scatter(y, idx2, upd2, dn2, mode=clip))  # fmt: skip
+
+    x, y = RNG.normal(size=(10,)).astype(np.float32), RNG.normal(size=(10, 5)).astype(np.float32)
+    upd, upd2 = RNG.normal(size=(4, 3)).astype(np.float32), RNG.normal(size=(3, 3)).astype(np.float32)
+    idx = np.asarray([[0], [8], [3], [-1]], np.int32)  # windows of 3: [8, 11) and [-1, 2) do not fit
+    idx2 = np.asarray([[2], [6], [12]], np.int32)  # 12: dropped, or clipped to row 9
+    args = (x, y, upd, upd2, idx, idx2)
+    assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

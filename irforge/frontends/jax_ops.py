@@ -1292,8 +1292,6 @@ def _scatter(cx, operand, indices, updates, *, dimension_numbers, mode, **_):
     idx, batched = _batching_as_indices(cx, idx, getattr(dn, "operand_batching_dims", ()),
                                         getattr(dn, "scatter_indices_batching_dims", ()))  # fmt: skip
     smap = list(dn.scatter_dims_to_operand_dims) + batched
-    if sorted(list(dn.inserted_window_dims) + batched) != sorted(smap):
-        raise NotMapped("scatter of windows wider than one element along an indexed axis")
     if reduction != "none" and cx.dtype(x) == DataType.BOOL:
         raise NotMapped("a combining scatter of booleans")
     shape, ushape = cx.shape(x), cx.shape(upd)
@@ -1301,8 +1299,11 @@ def _scatter(cx, operand, indices, updates, *, dimension_numbers, mode, **_):
     rank = len(shape)
     rest = [d for d in range(rank) if d not in smap]
     window = list(dn.update_window_dims)
-    if [ushape[w] for w in window] != [shape[d] for d in rest]:
-        raise NotMapped("scatter of a partial window along an unindexed axis")
+    if sorted(list(dn.inserted_window_dims) + batched) != sorted(smap) or (
+            [ushape[w] for w in window] != [shape[d] for d in rest]):  # fmt: skip
+        if batched:
+            raise NotMapped("a batched scatter of windows wider than one element")
+        return _scatter_windows(cx, x, idx, upd, dn, reduction, str(mode).rsplit(".", 1)[-1].upper())
     perm = smap + rest
     xt = x if perm == list(range(rank)) else cx.emit("Transpose", x, perm=perm)
     batch = [d for d in range(len(ushape)) if d not in window]
@@ -1332,6 +1333,54 @@ def _scatter(cx, operand, indices, updates, *, dimension_numbers, mode, **_):
     if inverse == list(range(rank)):
         return cx.typed("Identity", y)
     return cx.typed("Transpose", y, perm=inverse)
+
+
+def _scatter_windows(cx, x, idx, upd, dn, reduction: str, mode: str):
+    """The general scatter: every update window, whatever its size along indexed and unindexed
+    axes, spelled out element by element (its start plus each offset in the window) for one
+    element-wise ScatterND.  A window that does not fit is dropped whole (XLA's rule; padding takes
+    its elements, cut off afterwards), or with ``CLIP`` moved to fit."""
+    shape, ushape = cx.shape(x), cx.shape(upd)
+    if not all(isinstance(d, int) for d in (*shape, *ushape)):
+        raise NotMapped("a scatter of wide windows with symbolic sizes")
+    rank, window = len(shape), list(dn.update_window_dims)
+    inserted = set(dn.inserted_window_dims)
+    window_axes = [d for d in range(rank) if d not in inserted]  # the operand axes the window spans, in order
+    sizes = {d: 1 for d in inserted} | {d: ushape[w] for d, w in zip(window_axes, window, strict=True)}
+    smap = list(dn.scatter_dims_to_operand_dims)
+    idx = cx.emit("Cast", idx, to=int(DataType.INT64))
+    index_shape = cx.shape(idx)
+    batch = [d for d in range(len(ushape)) if d not in window]
+    if len(index_shape) == len(batch):  # index_vector_dim at the end, implicit
+        idx = cx.emit("Unsqueeze", idx, cx.const(_i64([-1])))
+    count = int(np.prod([ushape[d] for d in batch]))
+    starts = cx.emit("Reshape", idx, cx.const(_i64([count, len(smap)])))
+    # the start in every operand axis: the index component for scattered axes, 0 elsewhere
+    padded = cx.emit("Concat", starts, cx.const(np.zeros((count, 1), np.int64)), axis=1)
+    columns = [smap.index(d) if d in smap else len(smap) for d in range(rank)]
+    start = cx.emit("Gather", padded, cx.const(_i64(columns)), axis=1)  # [count, rank]
+    dims = np.asarray(shape, np.int64)
+    size = np.asarray([sizes[d] for d in range(rank)], np.int64)
+    if mode == "CLIP":
+        start = cx.emit("Max", cx.emit("Min", start, cx.const(dims - size)), cx.const(np.zeros(rank, np.int64)))
+    else:  # a window that does not fit is dropped: its start moves into the padding
+        fits = cx.emit("And", cx.emit("GreaterOrEqual", start, cx.const(np.zeros(rank, np.int64))),
+                       cx.emit("LessOrEqual", start, cx.const(dims - size)))  # fmt: skip
+        every = cx.emit("ReduceMin", cx.emit("Cast", fits, to=int(DataType.INT32)), cx.const(_i64([1])), keepdims=1)
+        start = cx.emit("Where", cx.emit("Cast", every, to=int(DataType.BOOL)), start, cx.const(dims))
+        x = cx.emit("Pad", x, cx.const(np.concatenate([np.zeros(rank, np.int64), size])))
+    axes = np.meshgrid(*(np.arange(sizes[d]) for d in window_axes), indexing="ij")
+    grid = np.stack(axes, -1).reshape(-1, len(window_axes))
+    offsets = np.zeros((grid.shape[0], rank), np.int64)
+    offsets[:, window_axes] = grid
+    where = cx.emit("Add", cx.emit("Unsqueeze", start, cx.const(_i64([1]))), cx.const(offsets[None]))
+    where = cx.emit("Reshape", where, cx.const(_i64([-1, rank])))
+    ordered = cx.emit("Transpose", upd, perm=batch + window) if batch + window != list(range(len(ushape))) else upd
+    values = cx.emit("Reshape", ordered, cx.const(_i64([-1])))
+    y = cx.emit("ScatterND", x, where, values, reduction=reduction)
+    if mode != "CLIP":
+        y = cx.emit("Slice", y, cx.const(np.zeros(rank, np.int64)), cx.const(dims), cx.const(_i64(range(rank))))
+    return cx.typed("Identity", y)
 
 
 @prim("shift_right_arithmetic")

@@ -124,24 +124,24 @@ def test_control_flow_becomes_if_and_loop(module):
 
 class _Special(torch.nn.Module):
     def forward(self, x):
-        return torch.special.airy_ai(x) + torch.special.airy_ai(x * 2) + torch.special.gammainc(x, x)
+        return torch.special.airy_ai(x) + torch.special.airy_ai(x * 2) + torch.linalg.ldl_factor(x)[0]
 
 
 def test_every_unmapped_op_is_reported_at_once_with_count_and_line():
     with pytest.raises(UnsupportedOpsError) as info:
-        from_torch(_Special(), (torch.randn(3),))
+        from_torch(_Special(), (torch.randn(3, 3),))
     ops = {u.op: u for u in info.value.ops}
     assert ops["aten.special_airy_ai.default"].count == 2
-    assert "aten.igamma.default" in ops
+    assert "aten.linalg_ldl_factor_ex.default" in ops
     assert ops["aten.special_airy_ai.default"].location.startswith(__file__)
     assert "keep_unmapped=True" in str(info.value) and "irforge_register_frontend_ops" in str(info.value)
 
 
 def test_keep_unmapped_keeps_them_as_torch_aten_nodes():
-    model = from_torch(_Special(), (torch.randn(3),), keep_unmapped=True)
+    model = from_torch(_Special(), (torch.randn(3, 3),), keep_unmapped=True)
     kept = [n for n in model.graph if n.domain == "torch.aten"]
-    assert sorted(n.op_type for n in kept) == ["igamma.default"] + ["special_airy_ai.default"] * 2
-    assert all(n.outputs[0].type.shape == (3,) for n in kept)
+    assert sorted(n.op_type for n in kept) == ["linalg_ldl_factor_ex.default"] + ["special_airy_ai.default"] * 2
+    assert all(n.outputs[0].type.shape == (3, 3) for n in kept)
     for backend in ("reference", "onnxruntime", "xla", "tvm"):  # until a pass lowers them, no engine runs them
         with pytest.raises(UnsupportedError, match=r"torch\.aten::special_airy_ai\.default"):
             irforge.compile(model, backend)
@@ -150,17 +150,20 @@ def test_keep_unmapped_keeps_them_as_torch_aten_nodes():
 class _StandInPlugin:
     @hookimpl
     def irforge_register_frontend_ops(self):
-        def as_cos(cx, x, *rest):  # a deliberately simple stand-in, enough to see the hook used
+        def as_cos(cx, x):  # a deliberately simple stand-in, enough to see the hook used
             return cx.emit_typed("Cos", x)
 
+        def cos_as_ld(cx, x, *rest):  # LD stands in by cos(x); the pivots and info unused
+            return cx.emit_typed("Cos", x), None, None
+
         return [("torch", "aten.special_airy_ai.default", as_cos),
-                ("torch", "aten.igamma.default", as_cos)]  # fmt: skip
+                ("torch", "aten.linalg_ldl_factor_ex.default", cos_as_ld)]  # fmt: skip
 
 
 def test_a_plugin_maps_an_op_through_the_frontend_hook(monkeypatch):
     registry = build_registry(discover=False, plugins=[_StandInPlugin()])
     monkeypatch.setattr("irforge.plugins.default_registry", lambda: registry)
-    x = torch.randn(3)
+    x = torch.randn(3, 3)
     model = from_torch(_Special(), (x,))
     expected = (torch.cos(x) + torch.cos(x * 2) + torch.cos(x)).numpy()
     assert_matches(model, [x.numpy()], [expected])

@@ -922,3 +922,17 @@ def test_symmetric_eigenvalues_read_only_the_named_triangle_and_match_eager():
     module, args = _Eigenvalues(), (a, a.double())
     assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+class _Histogram(torch.nn.Module):
+    def forward(self, x, w, one):
+        return (*torch.histogram(x, bins=7), *torch.histogram(x, bins=4, range=(-1.0, 1.5), weight=w),
+                *torch.histogram(x, bins=5, density=True), *torch.histogram(one, bins=3))  # fmt: skip
+
+
+def test_histogram_bins_as_torch_does_with_ranges_weights_density_and_one_value():
+    x = torch.cat([torch.randn(40), torch.tensor([-1.0, 1.5, 0.0, 3.0])])  # both range edges, outside it
+    w, one = torch.rand(44), torch.tensor([2.0, 2.0])
+    module, args = _Histogram(), (x, w, one)
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip

@@ -82,7 +82,7 @@ class Builder:
     ):
         self.graph = graph
         self.before, self.after = before, after
-        self.opset = opset or onnx.defs.onnx_opset_version()
+        self.opset = opset or _latest_opset()
         self.names = names or NameGenerator(graph)
         self.created: list[Node] = []
 
@@ -134,6 +134,12 @@ class Builder:
 
     def input(self, name: str, type: Type | None = None) -> Value:
         return self.graph.append_input(Value(name, type))
+
+
+@functools.cache
+def _latest_opset() -> int:
+    """ONNX's newest opset (asked once: passes make thousands of builders)."""
+    return onnx.defs.onnx_opset_version()
 
 
 @functools.lru_cache(maxsize=4096)

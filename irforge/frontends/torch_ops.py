@@ -162,6 +162,55 @@ def _histc(cx, x, bins=100, min=0, max=0):  # torch's argument names
     return cx.emit_typed("Cast", counts, to=int(dt))
 
 
+@aten("histogram.bin_ct")
+def _histogram(cx, x, bins=100, *, range=None, weight=None, density=False):  # torch's argument names
+    """Counts (or summed weights) over ``bins`` bins whose edges are ``torch.linspace`` of the
+    range (the data's, widened by 0.5 each way when it is one value): each element goes to the
+    last edge at or below it, the right edge into the last bin, elements outside (and NaN) nowhere;
+    ``density`` divides by the total and the bin widths."""
+    x = cx.tensor(x, cx.dtype(x))
+    dt, shape = cx.dtype(x), cx.shape(x)
+    if not is_floating(dt) or not all(isinstance(d, int) for d in shape) or math.prod(shape) == 0 or (
+            math.prod(shape) * (bins + 1) > _HISTC_LIMIT):  # fmt: skip
+        raise NotMapped("histogram of a non-float, empty, symbolic or very large input")
+    np_dt = to_numpy(dt)
+    flat = _flat(cx, x)
+    if range is not None:
+        lo, hi = (cx.const(np.asarray(v, np.float64)) for v in range)
+    else:
+        lo = cx.emit("Cast", cx.emit("ReduceMin", flat, keepdims=0), to=int(DataType.DOUBLE))
+        hi = cx.emit("Cast", cx.emit("ReduceMax", flat, keepdims=0), to=int(DataType.DOUBLE))
+    same = cx.emit("Equal", lo, hi)
+    half = cx.const(np.asarray(0.5, np.float64))
+    lo = cx.emit("Cast", cx.emit("Where", same, cx.emit("Sub", lo, half), lo), to=int(dt))
+    hi = cx.emit("Cast", cx.emit("Where", same, cx.emit("Add", hi, half), hi), to=int(dt))
+    # torch.linspace: start + step·i for the first half, end - step·(steps-1-i) for the rest
+    steps = bins + 1
+    step = cx.emit("Div", cx.emit("Sub", hi, lo), cx.const(np.asarray(bins, np_dt)))
+    i = np.arange(steps)
+    first = cx.emit("Add", lo, cx.emit("Mul", step, cx.const(i.astype(np_dt))))
+    second = cx.emit("Sub", hi, cx.emit("Mul", step, cx.const((steps - 1 - i).astype(np_dt))))
+    edges = cx.emit("Where", cx.const(i < steps // 2), first, second)
+    inside = cx.emit("And", cx.emit("GreaterOrEqual", flat, lo), cx.emit("LessOrEqual", flat, hi))
+    zero, one = cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([1], np.int64))
+    at_or_below = cx.emit("LessOrEqual", cx.emit("Unsqueeze", edges, zero), cx.emit("Unsqueeze", flat, one))
+    position = cx.emit("ReduceSum", cx.cast(at_or_below, DataType.INT64), one, keepdims=0)  # edges at or below
+    position = cx.emit("Min", cx.emit("Sub", position, cx.const(np.asarray(1, np.int64))),
+                       cx.const(np.asarray(bins - 1, np.int64)))  # fmt: skip
+    position = cx.emit("Where", inside, position, cx.const(np.asarray(bins, np.int64)))  # a spare bin, dropped
+    amount = cx.emit("Expand", cx.const(np.asarray(1, np_dt)), cx.emit("Shape", flat))
+    if weight is not None:
+        amount = _flat(cx, cx.tensor(weight, dt))
+    where = cx.emit("Unsqueeze", position, one)
+    hist = cx.emit("ScatterND", cx.const(np.zeros(bins + 1, np_dt)), where, amount, reduction="add")
+    hist = cx.emit("Slice", hist, zero, cx.const(np.asarray([bins], np.int64)))
+    if density:
+        widths = cx.emit("Sub", cx.emit("Slice", edges, one, cx.const(np.asarray([steps], np.int64))),
+                         cx.emit("Slice", edges, zero, cx.const(np.asarray([bins], np.int64))))  # fmt: skip
+        hist = cx.emit("Div", hist, cx.emit("Mul", cx.emit("ReduceSum", hist, keepdims=0), widths))
+    return _outputs(cx, hist, edges)
+
+
 @aten("polygamma.default")
 def _polygamma(cx, n, x):
     if not isinstance(n, int) or n < 0:

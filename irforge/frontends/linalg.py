@@ -310,6 +310,21 @@ JACOBI_SWEEPS = 40
 """Most sweeps: one-sided Jacobi converges quadratically, a few sweeps in practice."""
 
 
+def _rotation(b: Emitter, pp: Value, qq: Value, pq: Value, turn: Value) -> tuple[Value, Value]:
+    """The Jacobi rotation (cos, sin) that zeroes the off-diagonal ``pq`` of the symmetric 2x2
+    [[pp, pq], [pq, qq]] (the smaller of the two angles), the identity where ``turn`` is false."""
+
+    def f64(v: float) -> Value:
+        return b.const(np.asarray(v, np.float64))
+
+    theta = b.emit("Div", b.emit("Sub", qq, pp), b.emit("Mul", pq, f64(2.0)))
+    sign = b.emit("Where", b.emit("GreaterOrEqual", theta, f64(0.0)), f64(1.0), f64(-1.0))
+    root = b.emit("Sqrt", b.emit("Add", b.emit("Mul", theta, theta), f64(1.0)))
+    t = b.emit("Where", turn, b.emit("Div", sign, b.emit("Add", b.emit("Abs", theta), root)), f64(0.0))
+    c = b.emit("Reciprocal", b.emit("Sqrt", b.emit("Add", b.emit("Mul", t, t), f64(1.0))))
+    return c, b.emit("Mul", c, t)
+
+
 def singular_values(e: Emitter, a: Value) -> Value:
     """The singular values of ``a`` [..., m, n], descending, by one-sided Jacobi (Hestenes) in
     float64: sweeps of plane rotations that make the columns orthogonal, until no pair's cosine
@@ -350,13 +365,7 @@ def singular_values(e: Emitter, a: Value) -> Value:
                 cosine = b.emit("Div", b.emit("Abs", gamma), b.emit("Sqrt", b.emit("Mul", alpha, beta)))
                 cosine = b.emit("Where", b.emit("IsNaN", cosine), f64(0.0), cosine)
                 worst = cosine if worst is None else b.emit("Max", worst, cosine)
-                zeta = b.emit("Div", b.emit("Sub", beta, alpha), b.emit("Mul", gamma, f64(2.0)))
-                sign = b.emit("Where", b.emit("GreaterOrEqual", zeta, f64(0.0)), f64(1.0), f64(-1.0))
-                root = b.emit("Sqrt", b.emit("Add", b.emit("Mul", zeta, zeta), f64(1.0)))
-                t = b.emit("Div", sign, b.emit("Add", b.emit("Abs", zeta), root))
-                t = b.emit("Where", b.emit("Greater", cosine, f64(eps)), t, f64(0.0))  # converged pairs stay
-                c = b.emit("Reciprocal", b.emit("Sqrt", b.emit("Add", b.emit("Mul", t, t), f64(1.0))))
-                s = b.emit("Mul", c, t)
+                c, s = _rotation(b, alpha, beta, gamma, b.emit("Greater", cosine, f64(eps)))  # converged pairs stay
                 cols[p] = b.emit("Sub", b.emit("Mul", c, ap), b.emit("Mul", s, aq))
                 cols[q] = b.emit("Add", b.emit("Mul", s, ap), b.emit("Mul", c, aq))
         more = b.emit("And", any_true(b, b.emit("Greater", worst, f64(eps))),
@@ -402,13 +411,7 @@ def symmetric_eigenvalues(e: Emitter, a: Value, *, lower: bool) -> Value:
         for p in range(n - 1):
             for q in range(p + 1, n):
                 app, aqq, apq = entry(b, mat, p, p), entry(b, mat, q, q), entry(b, mat, p, q)
-                theta = b.emit("Div", b.emit("Sub", aqq, app), b.emit("Mul", apq, f64(2.0)))
-                sign = b.emit("Where", b.emit("GreaterOrEqual", theta, f64(0.0)), f64(1.0), f64(-1.0))
-                root = b.emit("Sqrt", b.emit("Add", b.emit("Mul", theta, theta), f64(1.0)))
-                t = b.emit("Div", sign, b.emit("Add", b.emit("Abs", theta), root))
-                t = b.emit("Where", b.emit("Equal", apq, f64(0.0)), f64(0.0), t)
-                c = b.emit("Reciprocal", b.emit("Sqrt", b.emit("Add", b.emit("Mul", t, t), f64(1.0))))
-                s = b.emit("Mul", c, t)
+                c, s = _rotation(b, app, aqq, apq, b.emit("Not", b.emit("Equal", apq, f64(0.0))))
                 on_pq, cross = np.zeros((n, n)), np.zeros((n, n))
                 on_pq[p, p] = on_pq[q, q] = 1.0
                 cross[p, q], cross[q, p] = 1.0, -1.0

@@ -173,8 +173,7 @@ def _recur(e: Emitter, m: _Math, family: _Family, y: Value, degree: Value, recur
         return any_true(be, active(be, be.emit("Add", j, be.const(np.asarray(1, np.int64))), new_q)), [new_p, new_q]
 
     t = TensorType(m.dtype, first.type.shape if isinstance(first.type, TensorType) else None)
-    ones = m.Add(m.Mul(first, 0.0), 1.0)
-    ones = m.where(m.IsNaN(ones), 1.0, ones)  # first may be ±inf or NaN; p starts at 1 everywhere
+    ones = e.emit("Expand", m.c(1.0), e.emit("Shape", first))  # p starts at 1 everywhere
     ones.type = first.type = t
     start = any_true(e, active(e, e.const(np.asarray(1, np.int64)), first))
     return while_loop(e, [ones, first], start, step, "poly")[1]

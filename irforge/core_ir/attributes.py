@@ -97,10 +97,10 @@ def infer_attr(name: str, value: Any, kind: AttrKind | None = None) -> Attr:
 
     Empty lists are ambiguous: pass ``kind`` (the builder takes it from the op schema).
     """
-    from .graph import Graph
-
     if isinstance(value, Attr):
         return value
+    from .graph import Graph
+
     if kind is None:
         kind = _infer_kind(name, value)
     if kind in (AttrKind.INT,):

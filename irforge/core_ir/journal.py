@@ -78,9 +78,13 @@ class Journal:
         self._close()
         parent = self.parent
         if parent is not None:
-            for obj, state in self.saved.items():
-                if obj not in parent.saved:
-                    parent.saved[obj] = state
+            # the parent's saved states are the older ones: they win
+            if len(self.saved) > len(parent.saved):
+                self.saved.update(parent.saved)
+                parent.saved = self.saved
+            else:
+                for obj, state in self.saved.items():
+                    parent.saved.setdefault(obj, state)
             parent.log.extend(self.log)
         self.saved, self.log = {}, []
 

@@ -163,7 +163,10 @@ def filled_value(v: Value | None) -> Filled | None:
     if p is None or p.op_type != "ConstantOfShape" or p.domain or len(p.inputs) != 1:
         return None
     shape = constant_value(p.inputs[0])
-    if shape is None or shape.dtype != np.int64 or shape.ndim != 1 or (shape < 0).any():
+    if shape is None or shape.dtype != np.int64 or shape.ndim != 1:
+        return None
+    dims = tuple(shape.tolist())
+    if dims and min(dims) < 0:
         return None
     value = p.attributes.get("value")
     if value is None:
@@ -172,7 +175,7 @@ def filled_value(v: Value | None) -> Filled | None:
         fill, dtype = value.value.numpy().reshape(1), value.value.dtype
     else:
         return None
-    return Filled(tuple(int(d) for d in shape), dtype, fill, p.inputs[0])  # type: ignore[arg-type]
+    return Filled(dims, dtype, fill, p.inputs[0])  # type: ignore[arg-type]
 
 
 Replacement = Callable[[Any, Match], "Value | tuple[Value, ...]"]

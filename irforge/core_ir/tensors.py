@@ -51,6 +51,17 @@ def num_elements(shape: tuple[int, ...]) -> int:
     return n
 
 
+def filled_view(fill: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of shape ``dims`` whose every element is ``fill``'s one element, in no
+    more memory than that element (what ``np.broadcast_to`` gives, at a quarter of its cost:
+    folding makes one per placeholder weight)."""
+    if fill.dtype == object or not fill.flags.c_contiguous:
+        return np.broadcast_to(fill.reshape(()), dims)
+    view = np.ndarray(dims, fill.dtype, fill, 0, (0,) * len(dims))
+    view.flags.writeable = False
+    return view
+
+
 def nbytes(t: TensorData) -> int:
     """Size of the payload as ONNX stores it (sub-byte types packed); strings count their bytes."""
     if t.dtype == DataType.STRING:
@@ -79,7 +90,7 @@ class NumpyTensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self._array.shape)
+        return self._array.shape  # numpy's dims are already Python ints
 
     def numpy(self) -> np.ndarray:
         return self._array
@@ -93,32 +104,40 @@ def _to_bytes(s: object) -> bytes:
 
 
 _RAW_DTYPES = {
-    DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64, DataType.FLOAT16: np.float16,
-    DataType.INT8: np.int8, DataType.INT16: np.int16, DataType.INT32: np.int32, DataType.INT64: np.int64,
-    DataType.UINT8: np.uint8, DataType.UINT16: np.uint16, DataType.UINT32: np.uint32, DataType.UINT64: np.uint64,
-    DataType.BOOL: np.bool_,
+    int(k): np.dtype(v) for k, v in {
+        DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64, DataType.FLOAT16: np.float16,
+        DataType.INT8: np.int8, DataType.INT16: np.int16, DataType.INT32: np.int32, DataType.INT64: np.int64,
+        DataType.UINT8: np.uint8, DataType.UINT16: np.uint16, DataType.UINT32: np.uint32,
+        DataType.UINT64: np.uint64, DataType.BOOL: np.bool_,
+    }.items()
 }  # fmt: skip
 """Element types whose little-endian ``raw_data`` numpy reads as it is."""
 
 
-def _decode(proto: onnx.TensorProto, dtype: DataType) -> np.ndarray:
+def _decode(proto: onnx.TensorProto, dtype: DataType, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """The tensor's values.  Raw little-endian data of a plain numeric type is read in place (a
     view of the proto's bytes, the common case for weights); everything else goes through ONNX's
-    own converter."""
-    np_dtype = _RAW_DTYPES.get(dtype)
-    if np_dtype is not None and proto.HasField("raw_data") and proto.data_location != onnx.TensorProto.EXTERNAL:
-        raw = proto.raw_data
-        count = 1
-        for d in proto.dims:
-            count *= d
-        if len(raw) == count * np.dtype(np_dtype).itemsize and sys.byteorder == "little":
-            return np.frombuffer(raw, dtype=np_dtype).reshape(tuple(proto.dims))
-    field = _TYPED_FIELDS.get(dtype)
-    if field is not None and not proto.HasField("raw_data") and proto.data_location != onnx.TensorProto.EXTERNAL:
-        values = getattr(proto, field[0])
-        if len(values) == num_elements(tuple(proto.dims)):  # shape constants, mostly: tiny and many
-            return np.array(values, dtype=field[1]).reshape(tuple(proto.dims))
+    own converter.  ``shape`` is the proto's dims when the caller knows them already."""
+    if proto.data_location != _EXTERNAL:
+        if shape is None:
+            shape = tuple(proto.dims)
+        if proto.HasField("raw_data"):
+            np_dtype = _RAW_DTYPES.get(dtype)
+            if np_dtype is not None and _LITTLE_ENDIAN:
+                raw = proto.raw_data
+                if len(raw) == num_elements(shape) * np_dtype.itemsize:
+                    return np.frombuffer(raw, dtype=np_dtype).reshape(shape)
+        else:
+            field = _TYPED_FIELDS.get(dtype)
+            if field is not None:
+                values = getattr(proto, field[0])
+                if len(values) == num_elements(shape):  # shape constants, mostly: tiny and many
+                    return np.fromiter(values, dtype=field[1], count=len(values)).reshape(shape)
     return onnx.numpy_helper.to_array(proto)
+
+
+_EXTERNAL = onnx.TensorProto.EXTERNAL
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 _TYPED_FIELDS = {
@@ -158,11 +177,11 @@ class ProtoTensor:
     def peek(self) -> np.ndarray:
         """The values without keeping them decoded: one-pass readers (the printer) of a million
         small tensors would otherwise double the model's memory."""
-        return self._array if self._array is not None else _decode(self.proto, self.dtype)
+        return self._array if self._array is not None else _decode(self.proto, self.dtype, self.shape)
 
     def numpy(self) -> np.ndarray:
         if self._array is None:
-            array = _decode(self.proto, self.dtype)
+            array = _decode(self.proto, self.dtype, self.shape)
             array.flags.writeable = False
             self._array = array
         return self._array

@@ -28,7 +28,7 @@ from ..core_ir.interpreter import Interpreter
 from ..core_ir.node import Node
 from ..core_ir.pattern import filled_value
 from ..core_ir.serde import Serializer, tensor_to_proto, type_from_proto, type_to_proto
-from ..core_ir.tensors import NumpyTensor, TensorData, is_tensor_data, nbytes
+from ..core_ir.tensors import NumpyTensor, TensorData, filled_view, is_tensor_data, nbytes
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
@@ -245,7 +245,7 @@ def _read_off(node: Node) -> _ReadOff | None:
         fill = filled.fill
         # a read-only view of the one element: no memory until a writer or a non-uniform
         # rewrite needs the elements (weights of a model exported without them often are fills)
-        return _ReadOff(TensorType(filled.dtype, filled.dims), lambda: np.broadcast_to(fill.reshape(()), filled.dims))
+        return _ReadOff(TensorType(filled.dtype, filled.dims), lambda: filled_view(fill, filled.dims))
     if node.op_type == "Constant" and len(node.attributes) == 1:
         value = node.attributes.get("value")
         if value is not None and value.ref is None and is_tensor_data(value.value):

@@ -103,13 +103,22 @@ def _share_equal_initializers(graph: Graph) -> int:
         for v in values:
             array = v.const_value.numpy()
             alike = kept.setdefault(array.flat[:_PROBE].tobytes(), [])  # flat: a broadcast view stays one
-            twin = next((k for k, a in alike if np.array_equal(a, array)), None)
+            twin = next((k for k, a in alike if _equal_arrays(a, array)), None)
             if twin is None:
                 alike.append((v, array))
             else:
                 v.replace_all_uses_with(twin, include_graph_outputs=False)
                 shared += 1
     return shared
+
+
+def _equal_arrays(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.array_equal`` of two arrays of one shape; broadcast views (folded fills, per-channel
+    weights) that repeat along the same axes are compared on one slice of those axes."""
+    if a.strides == b.strides and 0 in a.strides and a.size:
+        index = tuple(slice(0, 1) if st == 0 else slice(None) for st in a.strides)
+        return bool(np.array_equal(a[index], b[index]))
+    return bool(np.array_equal(a, b))
 
 
 def _mergeable(dup: Node, keep: Node) -> bool:

@@ -35,7 +35,8 @@ def per_channel(c: np.ndarray | None, rank: int | None, channels: int) -> np.nda
     dims = (1,) * (rank - c.ndim) + c.shape
     if any(d != 1 for i, d in enumerate(dims) if i != 1) or dims[1] not in (1, channels):
         return None
-    return np.broadcast_to(c.reshape(-1).astype(np.float64), (channels,))
+    flat = c.reshape(-1).astype(np.float64)
+    return flat if flat.size == channels else np.full(channels, flat[0])
 
 
 def _one_float_type(m: Match, *names: str) -> bool:

@@ -9,7 +9,6 @@ so a model with a dynamic batch dim compiles once per batch size it meets.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from typing import Any
@@ -99,6 +98,8 @@ class XLABackend(Backend):
 
 def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.ndarray]:
     """Run ``lowered`` on ``arrays``, compiling it for their shapes on first use."""
+    import hashlib  # here, as jax is: registering this backend must not load them
+
     import jax
 
     fingerprint = lowered.__dict__.get("fingerprint")

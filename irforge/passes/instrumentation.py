@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..core_ir.errors import IrforgeError
-from ..core_ir.fingerprint import model_fingerprint
 from ..core_ir.model import Model
 from ..core_ir.printer import print_model
 from ..core_ir.verifier import verify_model
@@ -122,14 +121,17 @@ class ChangedCheck(Instrument):
     """Checks ``changed=False`` against a structural hash taken before the pass."""
 
     def __init__(self) -> None:
+        from ..core_ir.fingerprint import model_fingerprint  # hashlib: loaded only by those who check
+
+        self._fingerprint = model_fingerprint
         self._before: list[str] = []
 
     def before_pass(self, pass_, model, ctx):
-        self._before.append(model_fingerprint(model))
+        self._before.append(self._fingerprint(model))
 
     def after_pass(self, pass_, model, ctx, result):
         before = self._before.pop()
-        if not result.changed and model_fingerprint(model) != before:
+        if not result.changed and self._fingerprint(model) != before:
             raise DishonestPassError(f"pass {pass_.name!r} reported changed=False but changed the graph")
 
 

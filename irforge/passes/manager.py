@@ -13,7 +13,6 @@ from typing import Any
 from ..core_ir.clone import clone_model
 from ..core_ir.equality import models_equal
 from ..core_ir.errors import IrforgeError
-from ..core_ir.fingerprint import model_fingerprint
 from ..core_ir.gcpause import paused_gc
 from ..core_ir.journal import Journal
 from ..core_ir.model import Model
@@ -155,6 +154,8 @@ class PassManager:
             changed = True
             if iteration == 1:
                 continue  # most groups settle in the next round: no state to remember yet
+            from ..core_ir.fingerprint import model_fingerprint  # hashlib: not paid by runs that settle
+
             state = model_fingerprint(model)
             if state in seen:
                 warnings.warn(

@@ -8,7 +8,6 @@ differ from their defaults are spelled, so the text stays short.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -168,6 +167,8 @@ class _Reader:
 
 
 def _unknown(name: str, known: list[str]) -> str:
+    import difflib  # only an unknown name needs it
+
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     if close:
         return f"unknown pass {name!r}; did you mean {' or '.join(close)}? (`irforge passes` lists them all)"

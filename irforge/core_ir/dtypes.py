@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 
 import numpy as np
 import onnx
@@ -80,6 +81,7 @@ def from_numpy(dtype: np.dtype) -> DataType:
         raise IrforgeError(f"numpy dtype {dtype} has no ONNX element type") from None
 
 
+@functools.cache
 def bit_width(dtype: int) -> int:
     """Bits per element as stored by ONNX (sub-byte types are packed); 0 for strings."""
     name = DataType(dtype).name

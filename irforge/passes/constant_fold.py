@@ -80,11 +80,10 @@ class _Folder:
             if _type_bytes(known.type) > self.size_limit:
                 self.stats["over-size-limit"] += 1
                 return
-            result = known.materialise()
-            if not self.acceptable(node, [result], [known.type]):
+            if not _declared_agrees(node.outputs[0], known.type):
                 self.stats["refused"] += 1  # its declared type says otherwise: the verifier explains
                 return
-            self.replace(node, [result])
+            self.replace(node, [known.materialise()], [known.type])
             self.stats["folded"] += 1
             return
         expected = _relabelled_types(node, self.opsets) or self.expected_types(node)
@@ -190,18 +189,24 @@ class _Folder:
             total += r.nbytes
         return total <= self.size_limit
 
-    def replace(self, node: Node, results: list) -> None:
+    def replace(self, node: Node, results: list, types: list[TensorType] | None = None) -> None:
+        """``types``: the results' types when they are known exactly (read off the node)."""
         b = Builder(self.graph, before=node, names=self.names())
-        for o, r in zip(node.outputs, results, strict=False):
+        for i, (o, r) in enumerate(zip(node.outputs, results, strict=False)):
             if o is None:
                 continue
-            payload = NumpyTensor(np.asarray(r), o.type.dtype if isinstance(o.type, TensorType) else _dtype_of(r))
+            if types is not None:
+                t = types[i]
+                payload = NumpyTensor(r, t.dtype)
+            else:
+                payload = NumpyTensor(np.asarray(r), o.type.dtype if isinstance(o.type, TensorType) else _dtype_of(r))
+                t = TensorType(payload.dtype, payload.shape)
             if o.is_graph_output():  # keeps its name and a producer: a Constant node holds the result
                 c = b.op.Constant(value=payload)
-                c.type = TensorType(payload.dtype, tuple(payload.shape))
+                c.type = t
             else:  # the initializer takes the value's name, so the IR still reads the same
                 name, o.name = o.name, None
-                c = b.constant(payload, name=name)
+                c = self.graph.add_initializer(Value(name or self.names().fresh("const"), t, payload))
                 o.name = f"{c.name}__folded"
             o.replace_all_uses_with(c)
         self.graph.remove(node)
@@ -285,6 +290,14 @@ def _relabelled_types(node: Node, opsets: dict[str, int]) -> list[TensorType] | 
         return [TensorType(data.dtype, tuple(d for i, d in enumerate(shape) if i not in axes))]
     dims = iter(shape)
     return [TensorType(data.dtype, tuple(1 if i in axes else next(dims) for i in range(rank)))]
+
+
+def _declared_agrees(o: Value, t: TensorType) -> bool:
+    """``o``'s declared type, where it has one, allows a result of type ``t``."""
+    declared = o.type
+    if not isinstance(declared, TensorType):
+        return True
+    return declared.dtype == t.dtype and (declared.shape is None or _shape_agrees(t.shape, declared.shape))
 
 
 def _static(t) -> bool:

@@ -321,3 +321,20 @@ def test_o1_simplifies_a_graph_end_to_end():
 """
     g, changed = _run(text, "O1")
     assert changed and [n.op_type for n in g] == ["Mul", "Add"]
+
+
+def test_gather_elements_runs_along_axes_longer_than_64():
+    # ONNX's reference kernel fails past 64 elements along the axis (np.choose's limit): the
+    # interpreter (the engine of constant folding too) must not
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((2, 3, 99)).astype(np.float32)
+    index = rng.integers(-99, 99, (2, 3, 40)).astype(np.int64)
+    g = parse_graph("""
+        graph @g(%d: f32[2,3,99], %i: i64[2,3,40]) {
+          %y = GatherElements(%d, %i) <axis = 2>
+          return %y
+        }""")
+    expected = np.take_along_axis(data, np.where(index < 0, index + 99, index), axis=2)
+    np.testing.assert_array_equal(interpret(g, {"d": data, "i": index})[0], expected)
+    session = ort.InferenceSession(to_proto(Model(g)).SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"d": data, "i": index})[0], expected)

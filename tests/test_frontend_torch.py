@@ -936,3 +936,50 @@ def test_histogram_bins_as_torch_does_with_ranges_weights_density_and_one_value(
     module, args = _Histogram(), (x, w, one)
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _FractionalMaxPools(torch.nn.Module):
+    def forward(self, x, s, v, s3, u, su):
+        f = torch.nn.functional
+        return (*f.fractional_max_pool2d(x, 3, output_size=(4, 5), return_indices=True, _random_samples=s),
+                *f.fractional_max_pool3d(v, (2, 3, 2), output_size=(3, 2, 4), return_indices=True,
+                                         _random_samples=s3),
+                *f.fractional_max_pool2d(u, 2, output_size=(1, 3), return_indices=True,
+                                         _random_samples=su))  # fmt: skip
+
+
+def test_fractional_max_pooling_places_windows_from_the_samples_as_aten_does():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 11)
+    x[0, 0, 2:5, :] = float("nan")  # windows holding NaNs: the last NaN wins
+    x[1, 1] = 1.0  # every window a tie: the first position wins
+    args = (x, torch.rand(2, 3, 2), torch.randn(2, 2, 6, 7, 9), torch.rand(2, 2, 3),
+            torch.randn(3, 5, 6), torch.rand(1, 3, 2))  # unbatched, and one window along a dim  # fmt: skip
+    module = _FractionalMaxPools()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip
+
+
+class _Multinomial(torch.nn.Module):
+    def forward(self, w, v):
+        return (torch.multinomial(w, 1, replacement=True), torch.multinomial(w, 2),
+                torch.multinomial(v, 4000, replacement=True), torch.multinomial(v[0], 2))  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["reference", "onnxruntime"])
+def test_multinomial_draws_in_proportion_never_a_zero_weight_and_without_repeats(backend):
+    w = torch.tensor([0.1, 0.2, 0.0, 0.7]).repeat(4000, 1)
+    v = torch.tensor([[0.0, 3.0, 1.0, 0.0], [2.0, 0.0, 0.0, 2.0]])
+    model = irforge.optimize(from_torch(_Multinomial(), (w, v)), "-O2")
+    assert sum(n.op_type.startswith("Random") for n in model.graph) == 4  # never folded
+    picked, unique, many, row = irforge.compile(model, backend)(w.numpy(), v.numpy())
+    assert picked.shape == (4000, 1) and picked.dtype == np.int64
+    np.testing.assert_allclose(np.bincount(picked.ravel(), minlength=4) / 4000, [0.1, 0.2, 0.0, 0.7], atol=0.03)
+    assert (unique[:, 0] != unique[:, 1]).all() and not (unique == 2).any()
+    # the first of the draws without replacement follows the weights; the pair holds 0 with
+    # probability 0.1 + 0.2 * 0.1 / 0.8 + 0.7 * 0.1 / 0.3
+    np.testing.assert_allclose(np.bincount(unique[:, 0], minlength=4) / 4000, [0.1, 0.2, 0.0, 0.7], atol=0.03)
+    assert abs((unique == 0).any(axis=1).mean() - 0.3583) < 0.03
+    np.testing.assert_allclose(np.bincount(many[0], minlength=4) / 4000, [0, 0.75, 0.25, 0], atol=0.03)
+    np.testing.assert_allclose(np.bincount(many[1], minlength=4) / 4000, [0.5, 0, 0, 0.5], atol=0.03)
+    assert sorted(row.tolist()) == [1, 2]  # the only two categories with weight

@@ -50,6 +50,21 @@ def _as_oprun(domain: str, op_type: str, kernel: Kernel):
     return type(op_type, (OpRun,), {"op_domain": domain, "_run": _run})
 
 
+def _gather_elements(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
+    """ONNX's reference kernel goes through ``np.choose``, which takes at most 64 choices: it
+    fails on any axis longer than that (past rank 2).  ``take_along_axis`` has no such limit."""
+    axis = axis + data.ndim if axis < 0 else axis
+    indices = np.asarray(indices, dtype=np.int64)
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    # the other dims of the indices may be shorter than the data's: those elements are not read
+    data = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(indices.shape))]
+    return np.take_along_axis(data, indices, axis=axis)
+
+
+_STANDARD_FIXES: dict[tuple[str, str], Kernel] = {("", "GatherElements"): _gather_elements}
+"""Standard ops whose ONNX reference kernel fails on valid input, and the kernel used instead."""
+
+
 class Interpreter:
     """A graph prepared for running: kernels are looked up once, then ``run`` many times."""
 
@@ -82,6 +97,9 @@ class Interpreter:
         custom = _KERNELS.get((node.domain, node.op_type))
         if custom is not None and node.domain != "":
             return _as_oprun(node.domain, node.op_type, custom)(proto, _run_params(host)), proto
+        fixed = _STANDARD_FIXES.get((node.domain, node.op_type))
+        if fixed is not None:
+            return _as_oprun(node.domain, node.op_type, fixed)(proto, _run_params(host)), proto
         key = (node.domain, node.op_type)
         try:
             cls = self._impls.get(key)

@@ -3181,3 +3181,104 @@ def _adaptive_argmax(cx, x: Value, spatial: tuple[int, ...], output_size: tuple[
     offsets = cx.const(np.arange(len(windows), dtype=np.int64) * width)
     picked = cx.emit("Gather", cx.const(positions.reshape(-1)), cx.emit("Add", best, offsets), axis=0)
     return cx.emit("Reshape", picked, cx.const(np.asarray([0] * lead + list(output_size), np.int64)))
+
+
+@aten("fractional_max_pool2d.default", "fractional_max_pool3d.default")
+def _fractional_max_pool(cx, x, kernel_size, output_size, random_samples):
+    """Max pooling over pseudo-random windows, as ATen places them from ``random_samples`` (one
+    number in [0, 1) per plane and spatial dim): window ``i`` of a dim starts at
+    ``int((i + u) * alpha) - int(u * alpha)`` with ``alpha = (in - k) / (out - 1)`` in the input's
+    type, the last at ``in - k``.  The value and flat index are the window's first maximum, or its
+    last NaN (ATen keeps a NaN and replaces it with every later one)."""
+    nd = len(output_size)
+    x = cx.tensor(x)
+    shape = cx.shape(x)
+    spatial, kernel = tuple(shape[-nd:]), tuple(kernel_size)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotMapped("fractional max pooling over symbolic sizes")
+    batch, planes = (shape[0] if len(shape) == nd + 2 else 1), shape[-nd - 1]
+    dtype = cx.dtype(x)
+    np_dtype = np.dtype(to_numpy(dtype))
+    samples = cx.emit("Reshape", cx.cast(cx.tensor(random_samples), dtype),
+                      cx.const(np.asarray([batch, planes, nd], np.int64)))  # fmt: skip
+    # the 2-D kernel reads its samples as (w, h), the 3-D one as (t, h, w)
+    sample_of = [1, 0] if nd == 2 else list(range(nd))
+    strides = [int(np.prod(spatial[d + 1:])) for d in range(nd)]
+    positions = None
+    for d, (size, k, out) in enumerate(zip(spatial, kernel, output_size, strict=True)):
+        u = cx.emit("Gather", samples, cx.const(np.asarray(sample_of[d], np.int64)), axis=2)  # [batch, planes]
+        starts = _fractional_starts(cx, u, size, k, out, np_dtype)  # [batch, planes, out]
+        view = [batch, planes] + [out if e == d else 1 for e in range(nd)] + [1] * nd
+        term = cx.emit("Reshape", cx.emit("Mul", starts, cx.const(np.asarray(strides[d], np.int64))),
+                       cx.const(np.asarray(view, np.int64)))  # fmt: skip
+        positions = term if positions is None else cx.emit("Add", positions, term)
+    offsets = sum(np.arange(k, dtype=np.int64).reshape([k if e == d else 1 for e in range(nd)]) * strides[d]
+                  for d, k in enumerate(kernel))  # fmt: skip
+    cells, width = int(np.prod(output_size)), int(np.prod(kernel))
+    offsets = np.asarray(offsets, np.int64).reshape([1, 1] + [1] * nd + list(kernel))
+    positions = cx.emit("Add", positions, cx.const(offsets))
+    positions = cx.emit("Reshape", positions, cx.const(np.asarray([batch, planes, cells, width], np.int64)))
+    flat = cx.emit("Reshape", x, cx.const(np.asarray([batch, planes, -1], np.int64)))
+    gathered = cx.emit("Reshape", positions, cx.const(np.asarray([batch, planes, cells * width], np.int64)))
+    values = cx.emit("Reshape", cx.emit("GatherElements", flat, gathered, axis=2),
+                     cx.const(np.asarray([batch, planes, cells, width], np.int64)))  # fmt: skip
+    nan = cx.emit("Cast", cx.emit("IsNaN", values), to=int(DataType.INT32))
+    last_nan = cx.emit("ArgMax", nan, axis=-1, keepdims=1, select_last_index=1)
+    first_max = cx.emit("ArgMax", values, axis=-1, keepdims=1, select_last_index=0)
+    has_nan = cx.emit("Cast", cx.emit("ReduceMax", nan, cx.const(np.asarray([-1], np.int64)), keepdims=1),
+                      to=int(DataType.BOOL))  # fmt: skip
+    best = cx.emit("Where", has_nan, last_nan, first_max)  # [batch, planes, cells, 1]
+    out_shape = cx.const(np.asarray(list(shape[:-nd]) + list(output_size), np.int64))
+    out = cx.emit("Reshape", cx.emit("GatherElements", values, best, axis=3), out_shape)
+    out.type = cx.meta_type(cx.val[0])
+    indices = cx.emit("Reshape", cx.emit("GatherElements", positions, best, axis=3), out_shape)
+    indices.type = cx.meta_type(cx.val[1])
+    return out, indices
+
+
+def _fractional_starts(cx, u: Value, size: int, k: int, out: int, np_dtype) -> Value:
+    """Where ATen's fractional pooling windows start along one dim: ``[batch, planes, out]``."""
+    last = cx.const(np.full((1, 1, 1), size - k, np.int64))
+    if out == 1:
+        size_of = cx.emit("Concat", cx.emit("Shape", u), cx.const(np.asarray([1], np.int64)), axis=0)
+        return cx.emit("Expand", last, size_of)
+    alpha = np_dtype.type(size - k) / np_dtype.type(out - 1)  # ATen divides in the input's type
+    u = cx.emit("Unsqueeze", u, cx.const(np.asarray([-1], np.int64)))
+    steps = cx.const(np.arange(out - 1).astype(np_dtype))
+    scaled = cx.emit("Floor", cx.emit("Mul", cx.emit("Add", steps, u), cx.const(np.asarray(alpha, np_dtype))))
+    base = cx.emit("Floor", cx.emit("Mul", u, cx.const(np.asarray(alpha, np_dtype))))
+    starts = cx.emit("Cast", cx.emit("Sub", scaled, base), to=int(DataType.INT64))
+    tail = cx.emit("Expand", last, cx.emit("Shape", base))
+    return cx.emit("Concat", starts, tail, axis=-1)
+
+
+@aten("multinomial.default")
+def _multinomial(cx, weights, num_samples, replacement=False, *, generator=None):
+    """Category indices drawn with probability proportional to ``weights`` (rows of a 1-D or 2-D
+    tensor).  Without replacement, as ATen draws them: the ``num_samples`` largest of
+    ``weight / E`` for ``E`` exponential; with replacement, each draw's uniform number located in
+    the cumulative weights (zero weights own empty intervals, so they are never drawn)."""
+    w = cx.cast(weights, DataType.DOUBLE)
+    shape = cx.shape(w)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotMapped("multinomial over symbolic sizes")
+    n = shape[-1]
+    k = cx.const(np.asarray([num_samples], np.int64))
+    if not replacement:
+        exponential = cx.emit("Neg", cx.emit("Log", cx.emit("Sub", cx.tensor(1.0, DataType.DOUBLE),
+                                                            _draw(cx, "RandomUniform", shape, DataType.DOUBLE))))
+        keys = cx.emit("Div", w, exponential)
+        _, picked = cx.node("TopK", [keys, k], {"axis": -1, "largest": 1, "sorted": 1}, outputs=2).outputs
+        return cx.emit_typed("Identity", picked)
+    cdf = cx.emit("CumSum", w, cx.const(np.asarray(-1, np.int64)))
+    total = cx.emit("Gather", cdf, cx.const(np.asarray([n - 1], np.int64)), axis=-1)  # [..., 1]
+    draws = cx.emit("Mul", _draw(cx, "RandomUniform", [*shape[:-1], num_samples], DataType.DOUBLE), total)
+    below = cx.emit("LessOrEqual", cx.emit("Unsqueeze", cdf, cx.const(np.asarray([-2], np.int64))),
+                    cx.emit("Unsqueeze", draws, cx.const(np.asarray([-1], np.int64))))  # [..., samples, n]
+    index = cx.emit("ReduceSum", cx.emit("Cast", below, to=int(DataType.INT64)), cx.const(np.asarray([-1], np.int64)),
+                    keepdims=0)  # fmt: skip
+    # a draw that rounds up onto the total belongs to the last category that has weight
+    positive = cx.emit("Cast", cx.emit("Greater", w, cx.tensor(0.0, DataType.DOUBLE)), to=int(DataType.INT32))
+    last = cx.emit("ArgMax", positive, axis=-1, keepdims=1, select_last_index=1)
+    past_end = cx.emit("GreaterOrEqual", index, cx.const(np.asarray(n, np.int64)))
+    return cx.emit_typed("Where", past_end, last, index)

@@ -281,3 +281,56 @@ def test_a_model_local_function_lowers_to_a_composite_with_its_body_as_decomposi
     assert verify_text(text)
     x = np.linspace(-2, 2, 4).astype(np.float32)
     np.testing.assert_allclose(irforge.compile(m, "xla")(x)[0], irforge.compile(m, "reference")(x)[0], rtol=1e-6)
+
+
+def _random_model() -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    shift = helper.make_graph(  # a Loop body drawing one number a step, shifted into a 3-vector
+        [helper.make_node("RandomUniform", [], ["u"], shape=[1]),
+         helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", TensorProto.INT64, [1], [1])),
+         helper.make_node("Constant", [], ["end"], value=helper.make_tensor("end", TensorProto.INT64, [1], [3])),
+         helper.make_node("Slice", ["s", "one", "end"], ["tail"]),
+         helper.make_node("Concat", ["tail", "u"], ["s_out"], axis=0),
+         helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "shift", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                  helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                  helper.make_tensor_value_info("s", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [3])])  # fmt: skip
+    graph = helper.make_graph(
+        [helper.make_node("Bernoulli", ["p"], ["coin"]),
+         helper.make_node("Multinomial", ["logits"], ["picks"], sample_size=4000),
+         helper.make_node("RandomNormalLike", ["x"], ["normal"], mean=2.0, scale=0.5),
+         helper.make_node("RandomUniform", [], ["seeded"], shape=[8], seed=3.0),
+         helper.make_node("Constant", [], ["trips"], value=helper.make_tensor("t", TensorProto.INT64, [], [3])),
+         helper.make_node("Constant", [], ["go"], value=helper.make_tensor("g", TensorProto.BOOL, [], [True])),
+         helper.make_node("Loop", ["trips", "go", "zeros"], ["steps"], body=shift)],
+        "draws", [helper.make_tensor_value_info("p", TensorProto.FLOAT, [2000]),
+                  helper.make_tensor_value_info("logits", TensorProto.FLOAT, [2, 3]),
+                  helper.make_tensor_value_info("x", TensorProto.FLOAT, [500]),
+                  helper.make_tensor_value_info("zeros", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info(n, TensorProto.UNDEFINED, None)
+         for n in ("coin", "picks", "normal", "seeded", "steps")])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_random_ops_draw_anew_at_every_call_on_xla_and_a_seed_fixes_them(tmp_path):
+    path = tmp_path / "draws.onnx"
+    onnx.save(_random_model(), str(path))
+    model = irforge.load(str(path))
+    assert "tensor<2xui32>" in irforge.emit(model, "stablehlo").data  # the key: the module's first argument
+    run = irforge.compile(model, "xla")
+    p = np.where(np.arange(2000) < 1000, 0.2, 0.9).astype(np.float32)
+    logits = np.log(np.asarray([[0.2, 0.3, 0.5], [0.0, 0.9, 0.1]], np.float32) + 1e-30)
+    args = (p, logits, np.zeros(500, np.float32), np.zeros(3, np.float32))
+    coin, picks, normal, seeded, steps = run(*args)
+    again = run(*args)
+    assert abs(coin[:1000].mean() - 0.2) < 0.05 and abs(coin[1000:].mean() - 0.9) < 0.05
+    assert picks.shape == (2, 4000) and picks.dtype == np.int32
+    np.testing.assert_allclose(np.bincount(picks[0], minlength=3) / 4000, [0.2, 0.3, 0.5], atol=0.03)
+    np.testing.assert_allclose(np.bincount(picks[1], minlength=3) / 4000, [0.0, 0.9, 0.1], atol=0.03)
+    assert abs(normal.mean() - 2.0) < 0.1 and abs(normal.std() - 0.5) < 0.1
+    np.testing.assert_array_equal(seeded, again[3])  # a seed fixes the numbers
+    assert len(set(steps.tolist())) == 3 and (steps > 0).all()  # every Loop step drew its own
+    assert not np.array_equal(coin, again[0]) and not np.array_equal(steps, again[4])  # a new key each call

@@ -9,6 +9,7 @@ so a model with a dynamic batch dim compiles once per batch size it meets.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -105,6 +106,8 @@ def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.
     fingerprint = lowered.__dict__.get("fingerprint")
     if fingerprint is None:  # once per lowering: the module holds the weights, hashing it is not free
         fingerprint = lowered.__dict__["fingerprint"] = hashlib.sha256(lowered.bytecode).hexdigest()
+    if lowered.random:  # a fresh key at every call: the model draws new numbers each time
+        arrays = [np.frombuffer(os.urandom(8), np.uint32), *arrays]
     arrays = [_as_input(a, s) for a, s in zip(arrays, lowered.input_specs, strict=True)]
     key = (fingerprint, device, tuple((a.shape, a.dtype.str) for a in arrays))
     with jax_context():
@@ -157,4 +160,5 @@ def _concrete_specs(lowered, model: Model, dims: dict[str, int]):
 
     shapes = static_input_shapes(model, dims, "HLO")
     types = {v.name: v.type for v in model.graph.inputs}
-    return [jax.ShapeDtypeStruct(shapes[n], to_numpy(types[n].dtype)) for n in lowered.input_names]
+    key = [jax.ShapeDtypeStruct((2,), np.uint32)] if lowered.random else []
+    return key + [jax.ShapeDtypeStruct(shapes[n], to_numpy(types[n].dtype)) for n in lowered.input_names]

@@ -41,6 +41,10 @@ _FOLD_ELEMENTS = 1 << 16
 """Nodes whose inputs are all known and at most this many elements run in the interpreter."""
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+RANDOM = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli",
+                    "Multinomial"})  # fmt: skip
+"""Ops that draw random numbers: a model holding one takes a PRNG key (``uint32[2]``) as the first
+argument of its module, and the XLA backend passes a fresh key at every call."""
 
 
 def import_jax():
@@ -86,6 +90,8 @@ def _node_problems(node: Node, functions: dict) -> list[str]:
         why = _control_flow_problem(node)
         if why:
             out.append(why)
+    elif node.op_type in RANDOM:
+        pass
     elif node.op_type not in RULES and node.op_type not in ("Constant",):
         return ["no StableHLO lowering rule"]
     else:
@@ -126,6 +132,8 @@ class Lowered:
     input_names: list[str]
     output_names: list[str]
     input_specs: list[Any]
+    random: bool = False
+    """The module draws random numbers: its first argument (before ``input_names``) is the key."""
 
     @property
     def text(self) -> str:
@@ -156,9 +164,12 @@ def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.
     static_values = static_values or {}
     bound = {v: np.asarray(static_values[v.name]) for v in graph.inputs if v.name in static_values}
     inputs = [v for v in graph.inputs if not v.is_initializer() and v not in bound]
+    random = any(n.op_type in RANDOM and not n.domain for g in graph.all_graphs() for n in g)
 
     def main(*args):
         env: dict[Any, Any] = dict(bound)
+        if random:
+            lowerer.key, args = jax.random.wrap_key_data(args[0], impl="threefry2x32"), args[1:]
         for v, a in zip(inputs, args, strict=True):
             env[v] = a
         outs = lowerer.run(graph, env)
@@ -168,6 +179,8 @@ def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.
         scope = export.SymbolicScope()
         shapes = input_shapes or {}
         specs = [_spec(v, scope, i, shapes.get(v.name)) for i, v in enumerate(inputs)]
+        if random:
+            specs.insert(0, jax.ShapeDtypeStruct((2,), np.uint32))
         try:
             exported = export.export(jax.jit(main))(*specs)
         except _NodeUnsupported as e:
@@ -182,7 +195,7 @@ def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.
             raise UnsupportedError(backend, [Unsupported(_op_label(e.node), 1, e.node.describe(), why)]) from None
         except _NodeFailed as e:
             raise BackendError(f"lowering {e.node.describe()} failed: {e.why}") from None
-    return Lowered(exported, main, [v.name for v in inputs], [v.name for v in graph.outputs], specs)
+    return Lowered(exported, main, [v.name for v in inputs], [v.name for v in graph.outputs], specs, random)
 
 
 def _spec(v, scope, index: int, concrete: tuple[int, ...] | None = None):
@@ -231,6 +244,9 @@ class _Lowerer:
         self.model = model
         self.functions = {(f.domain, f.name): f for f in model.functions.values()}
         self._interpreters: dict[int, Interpreter] = {}
+        self.key: Any = None
+        """The traced PRNG key random ops draw from (a Loop's body sees one folded with its step)."""
+        self._draws: dict[Node, int] = {}
 
     def run(self, graph: Graph, env: dict) -> list:
         """Lower ``graph``'s nodes into the current trace; ``env`` maps values to arrays (an
@@ -264,6 +280,8 @@ class _Lowerer:
             return self._composite(node, args, env)
         if node.op_type in CONTROL_FLOW and not node.domain:
             return self._control_flow(node, args, env)
+        if node.op_type in RANDOM and not node.domain:  # never folded: every call draws anew
+            return [self._random(node, args)]
         known = all(a is None or isinstance(a, np.ndarray) for a in args)
         if known and sum(a.size for a in args if a is not None) <= _FOLD_ELEMENTS:
             return self._fold(node, args)
@@ -307,7 +325,8 @@ class _Lowerer:
     def _control_flow(self, node: Node, args: list, env: dict) -> list:
         from jax import lax
 
-        jnp = import_jax().numpy
+        jax = import_jax()
+        jnp = jax.numpy
         if node.op_type == "If":
             cond = args[0]
             then_g, else_g = node.attr("then_branch"), node.attr("else_branch")
@@ -330,6 +349,9 @@ class _Lowerer:
 
         def body_fn(state):
             i, _c, *vals = state
+            outer_key = self.key
+            if outer_key is not None:  # each iteration draws other numbers
+                self.key = jax.random.fold_in(outer_key, i)
             inner = dict(env)
             b_in = body.inputs
             inner[b_in[0]] = i
@@ -337,6 +359,7 @@ class _Lowerer:
             for v, x in zip(b_in[2:], vals, strict=True):
                 inner[v] = x
             outs = self.run(body, inner)
+            self.key = outer_key
             return (i + 1, jnp.asarray(outs[0]).reshape(()).astype(bool),
                     *[jnp.asarray(o).astype(x.dtype) for o, x in zip(outs[1:], vals, strict=True)])  # fmt: skip
 
@@ -346,6 +369,39 @@ class _Lowerer:
         except TypeError as e:  # a carried value changes shape between iterations
             raise _NodeUnsupported(node, f"a loop-carried value changes shape ({e})") from None
         return list(state[2:])
+
+
+    def _random(self, node: Node, args: list):
+        """ONNX's random ops on the module's key (or on ``seed`` where the node fixes one), folded
+        with the node's place among the random ops so that no two draw the same numbers."""
+        import jax
+
+        jnp = jax.numpy
+        seed = node.attr("seed")
+        if seed is not None:
+            key = jax.random.key(int(seed), impl="threefry2x32")
+        else:
+            key = jax.random.fold_in(self.key, self._draws.setdefault(node, len(self._draws)))
+        op = node.op_type
+        source = args[0] if args else None
+        dtype = node.attr("dtype")
+        if dtype is None:
+            dtype = int(DataType.FLOAT) if source is None or op == "Multinomial" else None
+        np_dtype = to_numpy(DataType(dtype)) if dtype is not None else jnp.asarray(source).dtype
+        if op == "Multinomial":
+            logits = jnp.asarray(source)
+            size = int(node.attr("sample_size", 1))
+            drawn = jax.random.categorical(key, logits, axis=-1, shape=(size, logits.shape[0]))
+            return jnp.transpose(drawn).astype(np_dtype if node.attr("dtype") is not None else np.int32)
+        if op == "Bernoulli":
+            p = jnp.asarray(source)
+            return (jax.random.uniform(key, p.shape, dtype=p.dtype) < p).astype(np_dtype)
+        shape = tuple(node.attr("shape")) if source is None else jnp.shape(source)
+        if op.startswith("RandomUniform"):
+            low, high = float(node.attr("low", 0.0)), float(node.attr("high", 1.0))
+            return jax.random.uniform(key, shape, dtype=np_dtype, minval=low, maxval=high)
+        mean, scale = float(node.attr("mean", 0.0)), float(node.attr("scale", 1.0))
+        return (mean + scale * jax.random.normal(key, shape, dtype=np_dtype)).astype(np_dtype)
 
 
 def _composite_attr(value):

@@ -338,3 +338,27 @@ def test_gather_elements_runs_along_axes_longer_than_64():
     np.testing.assert_array_equal(interpret(g, {"d": data, "i": index})[0], expected)
     session = ort.InferenceSession(to_proto(Model(g)).SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(session.run(None, {"d": data, "i": index})[0], expected)
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((1, 2, 4, 5, 3), {"kernel_shape": [2, 2, 2]}),  # ONNX's reference kernel: wrong indices
+    ((2, 2, 4, 5, 6), {"kernel_shape": [2, 2, 2], "pads": [0, 1, 0, 1, 0, 1]}),  # ... and an IndexError
+    ((1, 2, 9, 8), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "ceil_mode": 1}),
+    ((1, 3, 8, 8), {"kernel_shape": [3, 3], "strides": [3, 3], "ceil_mode": 1, "dilations": [1, 2]}),
+    ((1, 3, 7, 6), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 7, 6), {"kernel_shape": [2, 3], "auto_pad": "SAME_LOWER"}),
+    ((1, 3, 7, 6), {"kernel_shape": [2, 2], "storage_order": 1}),
+])  # fmt: skip
+def test_max_pool_values_and_indices_agree_with_onnxruntime(shape, attrs, tmp_path):
+    node = oh.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                           oh.make_tensor_value_info("i", TensorProto.INT64, None)])  # fmt: skip
+    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[:5] = 1.0  # ties: the first wins
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    onnx.save(proto, str(tmp_path / "pool.onnx"))
+    got = irforge.compile(irforge.load(str(tmp_path / "pool.onnx")), "reference")(x)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)

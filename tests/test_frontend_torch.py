@@ -351,7 +351,7 @@ def test_bilinear_max_pool_backward_and_evaluation_rrelu_match_eager():
     module = _BilinearPoolBackwardRrelu()
     args = (a, b, x, g)
     assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
-                   backends=("reference", "onnxruntime"), rtol=1e-5, atol=1e-5)  # fmt: skip
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
 def test_training_rrelu_draws_slopes_between_its_bounds():
@@ -983,3 +983,21 @@ def test_multinomial_draws_in_proportion_never_a_zero_weight_and_without_repeats
     np.testing.assert_allclose(np.bincount(many[0], minlength=4) / 4000, [0, 0.75, 0.25, 0], atol=0.03)
     np.testing.assert_allclose(np.bincount(many[1], minlength=4) / 4000, [0.5, 0, 0, 0.5], atol=0.03)
     assert sorted(row.tolist()) == [1, 2]  # the only two categories with weight
+
+
+class _MaxPoolsWithIndices(torch.nn.Module):
+    def forward(self, x, v, c):
+        f = torch.nn.functional
+        return (*f.max_pool2d(x, 3, stride=2, padding=1, return_indices=True, ceil_mode=True),
+                *f.max_pool1d(v, 2, return_indices=True, dilation=2),
+                *f.max_pool3d(c, 2, stride=1, return_indices=True))  # fmt: skip
+
+
+def test_max_pooling_indices_match_eager_in_one_two_and_three_dims_on_every_backend():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 8)
+    x[0, 0, :4, :4] = 1.0  # ties: the first position wins
+    args = (x, torch.randn(2, 3, 11), torch.randint(0, 3, (1, 2, 4, 5, 3)).float())
+    module = _MaxPoolsWithIndices()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip

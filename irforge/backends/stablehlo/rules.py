@@ -1017,6 +1017,8 @@ def _pool(kind: str) -> Rule:
         wdil, wpads = (1, 1, *dilations), ((0, 0), (0, 0), *pads)
         if kind == "Max":
             init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+            if len(node.outputs) > 1 and node.outputs[1] is not None:
+                return _max_pool_with_indices(x, jnp.asarray(init, x.dtype), window, wstrides, wpads, wdil)
             y = lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, window, wstrides, wpads, window_dilation=wdil)
             return [y]
         total = lax.reduce_window(x, jnp.zeros((), x.dtype), lax.add, window, wstrides, wpads, window_dilation=wdil)
@@ -1040,13 +1042,33 @@ def _pool(kind: str) -> Rule:
     return fn
 
 
+def _max_pool_with_indices(x, init, window, strides, pads, dilations) -> list:
+    """Each window's maximum and its position in the flattened input (ONNX's ``Indices``), as one
+    reduction over (value, position) pairs ordered by value, NaN highest, then by the lower
+    position: a total order, so the order XLA reduces in does not matter.  Padding holds the
+    lowest value at a position past every real one, so it is never picked over an element."""
+    from jax import lax
+
+    jnp = _jnp()
+    positions = jnp.arange(x.size, dtype=jnp.int64).reshape(x.shape)
+
+    def pick(a, b):
+        (av, ai), (bv, bi) = a, b
+        a_nan, b_nan = jnp.isnan(av), jnp.isnan(bv)
+        b_wins = (bv > av) | (b_nan & ~a_nan) | (((bv == av) | (a_nan & b_nan)) & (bi < ai))
+        return jnp.where(b_wins, bv, av), jnp.where(b_wins, bi, ai)
+
+    last = jnp.asarray(jnp.iinfo(jnp.int64).max, jnp.int64)
+    y, where = lax.reduce_window((x, positions), (init, last), pick, window, strides, pads, window_dilation=dilations)
+    return [y, where]
+
+
 def _declared_pads(node, x, kernel, strides, dilations):
     _, pads, _ = _spatial(node, x, kernel)
     return pads
 
 
-RULES["MaxPool"] = Lowering(_pool("Max"), lambda node: _pool_check(node) or (
-    "the Indices output" if len(node.outputs) > 1 and node.outputs[1] is not None else None))  # fmt: skip
+RULES["MaxPool"] = Lowering(_pool("Max"), _pool_check)
 RULES["AveragePool"] = Lowering(_pool("Average"))
 RULES["LpPool"] = Lowering(_pool("Lp"))
 

@@ -1001,3 +1001,24 @@ def test_max_pooling_indices_match_eager_in_one_two_and_three_dims_on_every_back
     module = _MaxPoolsWithIndices()
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=0, atol=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_matches_eager_in_every_mode_and_padding_on_every_backend(mode, padding):
+    # coordinates well outside [-1, 1] and exactly on its ends: every padding rule is exercised
+    class GridSample(torch.nn.Module):
+        def forward(self, x, g, v, h):
+            f = torch.nn.functional
+            out = [f.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=c) for c in (False, True)]
+            if mode != "bicubic":  # 3-D sampling has no cubic mode
+                out.append(f.grid_sample(v, h, mode=mode, padding_mode=padding, align_corners=False))
+            return tuple(out)
+
+    torch.manual_seed(0)
+    g, h = torch.rand(2, 4, 7, 2) * 3.2 - 1.6, torch.rand(2, 3, 4, 2, 3) * 3.2 - 1.6
+    g[0, 0, :4] = torch.tensor([[-1.0, 1.0], [1.0, -1.0], [0.0, 1.0], [-1.0, -1.0]])
+    args = (torch.randn(2, 3, 5, 6), g, torch.randn(2, 2, 4, 5, 3), h)
+    module = GridSample()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -18,6 +18,7 @@ import onnx.helper
 
 from .errors import InterpreterError
 from .graph import Graph
+from .kernels import gather_elements, grid_sample, max_pool
 from .model import Model
 from .node import Node
 from .serde import Serializer, model_to_proto
@@ -50,73 +51,9 @@ def _as_oprun(domain: str, op_type: str, kernel: Kernel):
     return type(op_type, (OpRun,), {"op_domain": domain, "_run": _run})
 
 
-def _gather_elements(data: np.ndarray, indices: np.ndarray, axis: int = 0) -> np.ndarray:
-    """ONNX's reference kernel goes through ``np.choose``, which takes at most 64 choices: it
-    fails on any axis longer than that (past rank 2).  ``take_along_axis`` has no such limit."""
-    axis = axis + data.ndim if axis < 0 else axis
-    indices = np.asarray(indices, dtype=np.int64)
-    indices = np.where(indices < 0, indices + data.shape[axis], indices)
-    # the other dims of the indices may be shorter than the data's: those elements are not read
-    data = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(indices.shape))]
-    return np.take_along_axis(data, indices, axis=axis)
-
-
-def _max_pool(x: np.ndarray, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None,
-              storage_order=0, strides=None):  # fmt: skip
-    """ONNX's reference MaxPool gives wrong ``Indices`` in 3-D and fails on some 3-D pads; this
-    one takes every window at once.  A window's maximum is its first largest element (a NaN
-    wins, as in XLA and torch); ``Indices`` are positions in the flattened input, row-major (or,
-    with ``storage_order=1``, column-major within each plane)."""
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
-    kernel = [int(k) for k in kernel_shape]
-    n = len(kernel)
-    spatial = x.shape[2:]
-    strides = [int(s) for s in strides] if strides else [1] * n
-    dilations = [int(d) for d in dilations] if dilations else [1] * n
-    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
-    begin, end, out = [], [], []
-    for i in range(n):
-        size, s, e = spatial[i], strides[i], extent[i]
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            o = -(-size // s)
-            total = max((o - 1) * s + e - size, 0)
-            lo = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
-            hi = total - lo
-        else:
-            lo, hi = (0, 0) if auto_pad == "VALID" else (int(pads[i]), int(pads[i + n])) if pads else (0, 0)
-            room = size + lo + hi - e
-            o = (-(-room // s) if ceil_mode else room // s) + 1
-            if ceil_mode and (o - 1) * s >= size + lo:
-                o -= 1  # the last window must start inside the input or the left pad
-        begin.append(lo)
-        end.append(max(hi, (o - 1) * s + e - size - lo))
-        out.append(o)
-    low = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
-    width = [(0, 0), (0, 0), *zip(begin, end, strict=True)]
-    padded = np.pad(x, width, constant_values=low)
-    planes = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2] + (1,) * n) * int(np.prod(spatial))
-    grids = np.meshgrid(*[np.arange(d, dtype=np.int64) for d in spatial], indexing="ij")
-    order = list(range(n)) if not storage_order else list(range(n))[::-1]
-    place = np.zeros(spatial, np.int64)
-    for i in order:  # row-major: the last dim varies fastest; column-major: the first
-        place = place * spatial[i] + grids[i]
-    positions = np.pad(planes + place, width, constant_values=np.iinfo(np.int64).max)
-    axes = tuple(range(2, 2 + n))
-    views = []
-    for a in (padded, positions):
-        w = np.lib.stride_tricks.sliding_window_view(a, extent, axis=axes)
-        w = w[(Ellipsis, *[slice(None, None, d) for d in dilations])]  # the dilated taps
-        w = w[(slice(None), slice(None), *[slice(0, (o - 1) * s + 1, s) for o, s in zip(out, strides, strict=True)])]
-        views.append(w.reshape((*w.shape[: 2 + n], -1)))
-    values, where = views
-    nan = np.isnan(values) if np.issubdtype(values.dtype, np.floating) else np.zeros(values.shape, bool)
-    best = np.where(nan.any(axis=-1), nan.argmax(axis=-1), values.argmax(axis=-1))[..., None]
-    y = np.take_along_axis(values, best, axis=-1)[..., 0]
-    return y, np.take_along_axis(where, best, axis=-1)[..., 0]
-
-
-_STANDARD_FIXES: dict[tuple[str, str], Kernel] = {("", "GatherElements"): _gather_elements, ("", "MaxPool"): _max_pool}
+_STANDARD_FIXES: dict[tuple[str, str], Kernel] = {
+    ("", "GatherElements"): gather_elements, ("", "MaxPool"): max_pool, ("", "GridSample"): grid_sample,
+}
 """Standard ops whose ONNX reference kernel fails on valid input, and the kernel used instead."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core_ir.kernels import GRID_MODES, grid_sample
 from ...core_ir.node import Node
 
 Rule = Callable[[Node, list], list]
@@ -1332,3 +1333,19 @@ def _dequantize(node, args):
     y = dx * _per_axis(scale, x, node)
     to = node.attr("output_dtype")
     return [y.astype(_np_dtype(to) if to else scale.dtype)]
+
+
+
+def _grid_sample_check(node):
+    mode = GRID_MODES.get(node.attr("mode", "linear"))
+    if mode is None:
+        return f"mode={node.attr('mode')!r}"
+    if node.attr("padding_mode", "zeros") not in ("zeros", "border", "reflection"):
+        return f"padding_mode={node.attr('padding_mode')!r}"
+    return None
+
+
+@rule("GridSample", check=_grid_sample_check)
+def _grid_sample(node, args):
+    return [grid_sample(*args, mode=node.attr("mode", "linear"), padding_mode=node.attr("padding_mode", "zeros"),
+                        align_corners=node.attr("align_corners", 0), xp=_jnp())]

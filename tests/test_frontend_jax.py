@@ -238,6 +238,22 @@ def test_random_primitives_give_the_bits_jit_gives_on_every_backend():
                        rtol=1e-6, atol=1e-6)
 
 
+def gamma_family(seed, a):
+    k1, k2 = jax.random.split(jax.random.key(seed))
+    return (jax.random.gamma(k1, a), jax.random.gamma(k2, 2.5, (3,)), jax.random.beta(k2, a, 2.0),
+            jax.random.dirichlet(k1, jnp.array([1.0, 2.0, 0.5])), jax.random.loggamma(k2, a))  # fmt: skip
+
+
+def test_random_gamma_and_what_rests_on_it_give_the_numbers_jit_gives():
+    # JAX draws gamma variates by rejection in a vmapped while_loop: a batched predicate, which
+    # runs while any element is still rejecting and leaves the finished ones alone
+    a = np.asarray([0.3, 1.0, 4.0, 0.05, 30.0], np.float32)
+    for seed in (0, 7):
+        s = np.int32(seed)
+        assert_matches(from_jax(gamma_family, s, a), [s, a], _flat(jax.jit(gamma_family)(s, a)),
+                       backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
 def test_key_arrays_are_their_key_data_and_bitcast_lifts_the_opset():
     model = from_jax(lambda s: jax.random.uniform(jax.random.key(s), (4,)), np.int32(1))
     assert model.opset_imports[""] >= 26 and any(n.op_type == "BitCast" for n in model.graph)

@@ -1201,19 +1201,39 @@ def _cond(cx, index, *operands, branches, **_):
 
 @prim("while")
 def _while(cx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **_):
+    """A Loop.  A batched predicate (a vmapped ``while_loop``: one flag per batch element) runs
+    the loop while any flag is set and keeps the state of the elements whose flag is clear, as
+    JAX's lowering does: their leading dims take the old values."""
+    from .common import Emitter, any_true
     from .jax import aval_type
 
     cconsts = list(operands[:cond_nconsts])
     bconsts = list(operands[cond_nconsts:cond_nconsts + body_nconsts])
     init = [cx.value(v) for v in operands[cond_nconsts + body_nconsts:]]
+    batched = bool(cond_jaxpr.out_avals[0].shape)
     first = cx.inline(cond_jaxpr, cconsts + init)[0]
+    if batched:
+        first = any_true(cx, cx.value(first))
     names = cx.importer.names
     it = Value(names.fresh("while_iter"), TensorType(DataType.INT64, ()))
     cond_in = Value(names.fresh("while_cond"), TensorType(DataType.BOOL, ()))
     state = [Value(names.fresh("while_state"), aval_type(a)) for a in cx.out_avals]
     body = Graph(inputs=[it, cond_in, *state], name=names.fresh("while_body"))
-    new = cx.inline(body_jaxpr, bconsts + state, body, prefix="body.")
-    again = cx.inline(cond_jaxpr, cconsts + list(new), body, prefix="cond.")[0]
+    new = list(cx.inline(body_jaxpr, bconsts + state, body, prefix="body."))
+    again = cx.inline(cond_jaxpr, cconsts + new, body, prefix="cond.")[0]
+    if batched:
+        from ..core_ir.builder import Builder
+
+        e = Emitter(body, Builder(body, names=names))
+        e.metadata = dict(cx.metadata)
+        live = cx.inline(cond_jaxpr, cconsts + state, body, prefix="live.")[0]  # the flags before this step
+        rank = len(cond_jaxpr.out_avals[0].shape)
+        for i, (old, v) in enumerate(zip(state, new, strict=True)):
+            extra = len(old.type.shape) - rank
+            flags = e.emit("Unsqueeze", live, e.const(np.arange(rank, rank + extra, dtype=np.int64))) if extra else live
+            new[i] = e.emit("Where", flags, v if isinstance(v, Value) else e.const(np.asarray(v)), old)
+            new[i].type = old.type
+        again = any_true(e, again)
     body.set_outputs([_owned(cx, body, again), *(_owned(cx, body, v, a) for v, a in zip(new, cx.out_avals,
                                                                                       strict=True))])  # fmt: skip
     n = cx.node_typed("Loop", [None, cx.value(first), *init], {"body": body}, outputs=len(init))

@@ -25,7 +25,8 @@ from ..core_ir.types import TensorType
 from .common import NotMapped
 
 RANDOM_PRIMITIVES = frozenset({"random_seed", "random_split", "random_fold_in", "random_bits", "random_wrap",
-                               "random_unwrap", "random_clone", "threefry2x32", "iota_2x32_shape"})  # fmt: skip
+                               "random_unwrap", "random_clone", "threefry2x32", "iota_2x32_shape",
+                               "random_gamma"})  # fmt: skip
 
 
 def _prng():
@@ -94,6 +95,10 @@ def convert_random(cx, name: str, args: list, params: dict):
         return _inline(cx, partial(threefry._threefry2x32_lowering, use_rolled_loops=False), args, ins)
     if name == "iota_2x32_shape":
         return _iota_2x32(cx, params["shape"])
+    if name == "random_gamma":  # Marsaglia and Tsang's rejection loop, as JAX lowers it
+        from jax._src.random.core import _gamma_impl
+
+        return _inline(cx, partial(_gamma_impl, log_space=params["log_space"], use_vmap=True), args, ins)
     raise NotMapped(f"random primitive {name}")
 
 

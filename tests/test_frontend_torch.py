@@ -1022,3 +1022,22 @@ def test_grid_sample_matches_eager_in_every_mode_and_padding_on_every_backend(mo
     module = GridSample()
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+class _Histogramdd(torch.nn.Module):
+    def forward(self, x, w, one, v):
+        a = torch.histogramdd(x, bins=[3, 4], weight=w)
+        b = torch.histogramdd(x, bins=[2, 5], range=[-1.0, 1.0, -0.5, 2.0], density=True)  # points outside too
+        c = torch.histogramdd(one, bins=[2, 2])  # one point: each range widened by 0.5
+        d = torch.histogram(v, bins=6, density=True)
+        return (a.hist, *a.bin_edges, b.hist, *b.bin_edges, c.hist, *c.bin_edges, d.hist, d.bin_edges)
+
+
+def test_histogramdd_bins_points_over_the_grid_of_each_coordinate_s_edges():
+    torch.manual_seed(0)
+    x = torch.randn(40, 2)
+    x[1] = x[2]
+    args = (x, torch.rand(40), torch.tensor([[1.0, 2.0], [1.0, 2.0]]), torch.randn(30))
+    module = _Histogramdd()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip

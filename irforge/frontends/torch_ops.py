@@ -169,14 +169,68 @@ def _histogram(cx, x, bins=100, *, range=None, weight=None, density=False):  # t
     last edge at or below it, the right edge into the last bin, elements outside (and NaN) nowhere;
     ``density`` divides by the total and the bin widths."""
     x = cx.tensor(x, cx.dtype(x))
+    flat = _histogram_input(cx, x, 1, bins + 1)
+    edges = _histogram_edges(cx, flat, bins, range, cx.dtype(x))
+    position, inside = _histogram_bins(cx, flat, edges, bins)
+    hist = _histogram_counts(cx, position, inside, weight, bins, cx.dtype(x))
+    if density:
+        hist = cx.emit("Div", hist, cx.emit("Mul", cx.emit("ReduceSum", hist, keepdims=0), _widths(cx, edges, bins)))
+    return _outputs(cx, hist, edges)
+
+
+@aten("_histogramdd_bin_edges.default", "_histogramdd_from_bin_cts.default")
+def _histogramdd(cx, x, bins, *, range=None, weight=None, density=False):
+    """``histogramdd`` of points (the last axis holds their coordinates): the edges of each
+    coordinate as ``histogram`` makes them, and the counts (or summed weights) of the points
+    inside every edge range, over the grid of bins; ``density`` divides by the total and each
+    cell's volume."""
+    x = cx.tensor(x, cx.dtype(x))
+    shape, dt = cx.shape(x), cx.dtype(x)
+    dims = shape[-1] if shape and isinstance(shape[-1], int) else None
+    if dims is None or len(bins) != dims:
+        raise NotMapped("histogramdd with a symbolic coordinate count")
+    points = _histogram_input(cx, x, dims, max(bins) + 1)
+    all_edges, position, inside = [], None, None
+    for d, n in enumerate(bins):
+        column = cx.emit("Gather", points, cx.const(np.asarray(d, np.int64)), axis=1)
+        edges = _histogram_edges(cx, column, n, None if range is None else range[2 * d:2 * d + 2], dt)
+        pos, ok = _histogram_bins(cx, column, edges, n)
+        all_edges.append(edges)
+        stride = cx.const(np.asarray(math.prod(bins[d + 1:]), np.int64))
+        offset = cx.emit("Mul", pos, stride)
+        position = offset if position is None else cx.emit("Add", position, offset)
+        inside = ok if inside is None else cx.emit("And", inside, ok)
+    total = math.prod(bins)
+    if "bin_edges" in str(cx.fx.target):
+        return _outputs(cx, *all_edges)
+    hist = _histogram_counts(cx, position, inside, weight, total, dt)
+    if density:
+        volume = None
+        for d, (edges, n) in enumerate(zip(all_edges, bins, strict=True)):
+            view = np.where(np.arange(len(bins)) == d, n, 1).astype(np.int64)
+            width = cx.emit("Reshape", _widths(cx, edges, n), cx.const(view))
+            volume = width if volume is None else cx.emit("Mul", volume, width)
+        hist = cx.emit("Reshape", hist, cx.const(np.asarray(bins, np.int64)))
+        hist = cx.emit("Div", hist, cx.emit("Mul", cx.emit("ReduceSum", hist, keepdims=0), volume))
+    return cx.emit_typed("Reshape", hist, cx.const(np.asarray(bins, np.int64)))
+
+
+def _histogram_input(cx, x: Value, columns: int, edges: int) -> Value:
+    """``x`` as rows of ``columns`` coordinates, refused where the comparisons would not fit."""
     dt, shape = cx.dtype(x), cx.shape(x)
     if not is_floating(dt) or not all(isinstance(d, int) for d in shape) or math.prod(shape) == 0 or (
-            math.prod(shape) * (bins + 1) > _HISTC_LIMIT):  # fmt: skip
+            math.prod(shape) * edges > _HISTC_LIMIT):  # fmt: skip
         raise NotMapped("histogram of a non-float, empty, symbolic or very large input")
+    return cx.emit("Reshape", x, cx.const(np.asarray([-1, columns] if columns > 1 else [-1], np.int64)))
+
+
+def _histogram_edges(cx, flat: Value, bins: int, bounds, dt: DataType) -> Value:
+    """``torch.linspace`` of the range (given, or the data's widened by 0.5 each way when it is
+    one value) in ``bins + 1`` steps: start + step·i for the first half, end - step·(steps-1-i)
+    for the rest."""
     np_dt = to_numpy(dt)
-    flat = _flat(cx, x)
-    if range is not None:
-        lo, hi = (cx.const(np.asarray(v, np.float64)) for v in range)
+    if bounds is not None:
+        lo, hi = (cx.const(np.asarray(v, np.float64)) for v in bounds)
     else:
         lo = cx.emit("Cast", cx.emit("ReduceMin", flat, keepdims=0), to=int(DataType.DOUBLE))
         hi = cx.emit("Cast", cx.emit("ReduceMax", flat, keepdims=0), to=int(DataType.DOUBLE))
@@ -184,31 +238,44 @@ def _histogram(cx, x, bins=100, *, range=None, weight=None, density=False):  # t
     half = cx.const(np.asarray(0.5, np.float64))
     lo = cx.emit("Cast", cx.emit("Where", same, cx.emit("Sub", lo, half), lo), to=int(dt))
     hi = cx.emit("Cast", cx.emit("Where", same, cx.emit("Add", hi, half), hi), to=int(dt))
-    # torch.linspace: start + step·i for the first half, end - step·(steps-1-i) for the rest
     steps = bins + 1
     step = cx.emit("Div", cx.emit("Sub", hi, lo), cx.const(np.asarray(bins, np_dt)))
     i = np.arange(steps)
     first = cx.emit("Add", lo, cx.emit("Mul", step, cx.const(i.astype(np_dt))))
     second = cx.emit("Sub", hi, cx.emit("Mul", step, cx.const((steps - 1 - i).astype(np_dt))))
-    edges = cx.emit("Where", cx.const(i < steps // 2), first, second)
-    inside = cx.emit("And", cx.emit("GreaterOrEqual", flat, lo), cx.emit("LessOrEqual", flat, hi))
+    return cx.emit("Where", cx.const(i < steps // 2), first, second)
+
+
+def _histogram_bins(cx, flat: Value, edges: Value, bins: int) -> tuple[Value, Value]:
+    """Each element's bin (the last edge at or below it, the right edge in the last bin) and
+    whether it lies within the edges at all (NaN does not)."""
     zero, one = cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([1], np.int64))
+    lo = cx.emit("Gather", edges, cx.const(np.asarray(0, np.int64)), axis=0)
+    hi = cx.emit("Gather", edges, cx.const(np.asarray(bins, np.int64)), axis=0)
+    inside = cx.emit("And", cx.emit("GreaterOrEqual", flat, lo), cx.emit("LessOrEqual", flat, hi))
     at_or_below = cx.emit("LessOrEqual", cx.emit("Unsqueeze", edges, zero), cx.emit("Unsqueeze", flat, one))
-    position = cx.emit("ReduceSum", cx.cast(at_or_below, DataType.INT64), one, keepdims=0)  # edges at or below
+    position = cx.emit("ReduceSum", cx.cast(at_or_below, DataType.INT64), one, keepdims=0)
     position = cx.emit("Min", cx.emit("Sub", position, cx.const(np.asarray(1, np.int64))),
                        cx.const(np.asarray(bins - 1, np.int64)))  # fmt: skip
-    position = cx.emit("Where", inside, position, cx.const(np.asarray(bins, np.int64)))  # a spare bin, dropped
-    amount = cx.emit("Expand", cx.const(np.asarray(1, np_dt)), cx.emit("Shape", flat))
+    return cx.emit("Max", position, cx.const(np.asarray(0, np.int64))), inside
+
+
+def _histogram_counts(cx, position: Value, inside: Value, weight, bins: int, dt: DataType) -> Value:
+    """Ones (or the weights) summed per bin; elements outside go to a spare bin, dropped."""
+    np_dt = to_numpy(dt)
+    position = cx.emit("Where", inside, position, cx.const(np.asarray(bins, np.int64)))
+    amount = cx.emit("Expand", cx.const(np.asarray(1, np_dt)), cx.emit("Shape", position))
     if weight is not None:
         amount = _flat(cx, cx.tensor(weight, dt))
-    where = cx.emit("Unsqueeze", position, one)
+    where = cx.emit("Unsqueeze", position, cx.const(np.asarray([1], np.int64)))
     hist = cx.emit("ScatterND", cx.const(np.zeros(bins + 1, np_dt)), where, amount, reduction="add")
-    hist = cx.emit("Slice", hist, zero, cx.const(np.asarray([bins], np.int64)))
-    if density:
-        widths = cx.emit("Sub", cx.emit("Slice", edges, one, cx.const(np.asarray([steps], np.int64))),
-                         cx.emit("Slice", edges, zero, cx.const(np.asarray([bins], np.int64))))  # fmt: skip
-        hist = cx.emit("Div", hist, cx.emit("Mul", cx.emit("ReduceSum", hist, keepdims=0), widths))
-    return _outputs(cx, hist, edges)
+    return cx.emit("Slice", hist, cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([bins], np.int64)))
+
+
+def _widths(cx, edges: Value, bins: int) -> Value:
+    return cx.emit("Sub", cx.emit("Slice", edges, cx.const(np.asarray([1], np.int64)),
+                                  cx.const(np.asarray([bins + 1], np.int64))),
+                   cx.emit("Slice", edges, cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([bins], np.int64))))
 
 
 @aten("polygamma.default")

@@ -38,7 +38,9 @@ def _result(backend: str, name: str):
 @pytest.mark.parametrize("name", SLICE)
 def test_case_passes_or_is_refused_up_front(name, backend):
     r = _result(backend, name)
-    assert r.outcome in ("pass", "unsupported"), f"{name} ({r.op}) on {backend}: {r.outcome}: {r.detail}"
+    # a case that draws random numbers is compared on its outputs' shapes and dtypes only
+    assert r.outcome in ("pass", "unsupported", "nondeterministic"), \
+        f"{name} ({r.op}) on {backend}: {r.outcome}: {r.detail}"
 
 
 @pytest.mark.parametrize("backend", sorted(PASSING_FLOOR))

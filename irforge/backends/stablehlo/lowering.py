@@ -385,14 +385,14 @@ class _Lowerer:
         op = node.op_type
         source = args[0] if args else None
         dtype = node.attr("dtype")
-        if dtype is None:
-            dtype = int(DataType.FLOAT) if source is None or op == "Multinomial" else None
+        if dtype is None:  # ONNX's defaults: int32 indices, float draws, else the input's type
+            dtype = int(DataType.INT32) if op == "Multinomial" else int(DataType.FLOAT) if source is None else None
         np_dtype = to_numpy(DataType(dtype)) if dtype is not None else jnp.asarray(source).dtype
         if op == "Multinomial":
             logits = jnp.asarray(source)
             size = int(node.attr("sample_size", 1))
             drawn = jax.random.categorical(key, logits, axis=-1, shape=(size, logits.shape[0]))
-            return jnp.transpose(drawn).astype(np_dtype if node.attr("dtype") is not None else np.int32)
+            return jnp.transpose(drawn).astype(np_dtype)
         if op == "Bernoulli":
             p = jnp.asarray(source)
             return (jax.random.uniform(key, p.shape, dtype=p.dtype) < p).astype(np_dtype)

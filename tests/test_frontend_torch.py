@@ -1041,3 +1041,51 @@ def test_histogramdd_bins_points_over_the_grid_of_each_coordinate_s_edges():
     module = _Histogramdd()
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+class _Spectral(torch.nn.Module):
+    """Every torch.fft family on real signals, complex arithmetic and a complex parameter (a learned
+    spectral filter, as in Fourier neural operators); complex results leave as view_as_real."""
+
+    def __init__(self):
+        super().__init__()
+        self.filter = torch.nn.Parameter(torch.randn(3, 5, dtype=torch.complex64))
+
+    def forward(self, x, s):
+        real = torch.view_as_real
+        spectrum = torch.fft.rfft2(x, norm="ortho")  # (2, 3, 5) complex
+        filtered = torch.fft.irfft2(spectrum * self.filter, s=(3, 8), norm="ortho")
+        full = torch.fft.fft(x, n=10, dim=1)  # zero-padded, over the middle axis
+        back = torch.fft.ifftn(full + 1.5 * full.conj(), dim=(1, 2), norm="forward")
+        odd = torch.fft.irfft(torch.fft.rfft(s, n=9), n=9)  # odd length: no Nyquist term
+        z = torch.view_as_complex(s.reshape(2, 4, 2))
+        stft = torch.stft(s, n_fft=4, hop_length=2, window=torch.hann_window(4), return_complex=True)
+        moved = torch.cat([stft.transpose(1, 2).flip(1)[:, 1:3], s[:, :3].unsqueeze(1)], dim=1)[1].unsqueeze(0)
+        return (real(spectrum), filtered, real(full), real(back), odd, torch.fft.hfft(x, n=6),
+                torch.fft.fft(z).abs(), real(torch.fft.ihfft(x, dim=2).resolve_conj()), real(z * z - z),
+                stft.abs() ** 2, real(moved.permute(2, 0, 1).reshape(3, 3)))  # fmt: skip
+
+
+def test_fft_and_complex_arithmetic_match_eager_on_every_backend():
+    torch.manual_seed(0)
+    args = (torch.randn(2, 3, 8), torch.randn(2, 8))
+    module = _Spectral()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), pipeline="-O2", rtol=1e-4, atol=1e-4)  # fmt: skip
+
+
+def test_complex_values_never_reach_an_op_that_would_take_their_pairs_for_reals():
+    class Outside(torch.nn.Module):
+        def forward(self, x, z):
+            y = torch.fft.fft(x)
+            return torch.exp(y).real, y, z.abs()
+
+    x = torch.randn(4, 6)
+    with pytest.raises(UnsupportedOpsError) as info:
+        from_torch(Outside(), (x, torch.randn(3, dtype=torch.complex64)))
+    text = str(info.value)
+    for what in ("aten.exp.default on complex numbers", "complex graph output", "complex graph input",
+                 "torch.view_as_real"):  # fmt: skip
+        assert what in text, text
+    with pytest.raises(UnsupportedOpsError):  # kept ops would read pairs as reals: never kept
+        from_torch(Outside(), (x, torch.randn(3, dtype=torch.complex64)), keep_unmapped=True)

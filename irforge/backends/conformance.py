@@ -25,6 +25,11 @@ RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "R
                         "Multinomial"})  # fmt: skip
 """A case holding one of these draws numbers no other engine draws: only its outputs' shapes and
 dtypes are compared (outcome ``nondeterministic``)."""
+ATOL_FLOOR = {"DFT": 1e-5}
+"""Absolute tolerances raised for every engine alike.  The suite holds DFT to 1e-7 on outputs up
+to 540, below float32's rounding there (3e-5), and its own expected outputs carry that rounding:
+``test_dft_inverse_opset19`` stores an exact 0 as 1.9e-7, so only numpy's own float32 pocketfft
+meets 1e-7 on every case."""
 
 
 @dataclass
@@ -131,7 +136,7 @@ def run_case(backend: Backend, name: str, prepare: Callable | None = None) -> Ca
                 return CaseResult(name, op, "wrong", "the random draws' shapes or dtypes differ")
             continue
         try:
-            assert_similar(want, got, rtol=case.rtol, atol=case.atol)
+            assert_similar(want, got, rtol=case.rtol, atol=max(case.atol, ATOL_FLOOR.get(op, 0.0)))
         except AssertionError as e:
             return CaseResult(name, op, "wrong", str(e).strip().splitlines()[-1][:300] if str(e).strip() else "differs")
         except Exception as e:  # the comparison itself could not be made: types or shapes differ

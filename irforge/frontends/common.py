@@ -47,13 +47,14 @@ class UnmappedOp:
 class UnsupportedOpsError(FrontendError):
     """Every op of a program that the frontend cannot map, listed together."""
 
-    def __init__(self, framework: str, ops: Sequence[UnmappedOp]):
+    def __init__(self, framework: str, ops: Sequence[UnmappedOp], advice: str = ""):
         self.framework, self.ops = framework, list(ops)
         lines = [f"  {u.op} x{u.count} at {u.location or '?'}: {u.why}" for u in self.ops]
         super().__init__(
             f"the {framework} program uses {len(self.ops)} op(s) irforge cannot map:\n" + "\n".join(lines) +
             f"\nMap them from a plugin (hook irforge_register_frontend_ops, returning ('{framework}', op, converter)),"
             " or import with keep_unmapped=True to keep them as nodes of their own domain for a plugin pass to lower."
+            + (f" {advice}" if advice else "")
         )  # fmt: skip
 
 
@@ -86,9 +87,9 @@ class Unmapped:
         else:
             u.count += 1
 
-    def raise_if_any(self, framework: str) -> None:
+    def raise_if_any(self, framework: str, advice: str = "") -> None:
         if self.ops:
-            raise UnsupportedOpsError(framework, sorted(self.ops.values(), key=lambda u: (-u.count, u.op)))
+            raise UnsupportedOpsError(framework, sorted(self.ops.values(), key=lambda u: (-u.count, u.op)), advice)
 
 
 class Emitter:

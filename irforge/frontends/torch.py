@@ -28,6 +28,7 @@ from ..core_ir.node import Node
 from ..core_ir.tensors import NumpyTensor
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
+from . import torch_complex
 from .common import (
     FRAMEWORK_OP,
     MODULE,
@@ -114,10 +115,14 @@ def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[st
     from . import torch_ops
 
     table = {**torch_ops.TABLE, **plugin_converters("torch")}
-    unmapped = Unmapped()
-    _scan(ep.graph_module, table, unmapped)
+    unmapped, complex_unmapped = Unmapped(), Unmapped()
+    users = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
+    _scan(ep.graph_module, table, unmapped, complex_unmapped, users)
+    advice = _COMPLEX_ADVICE if complex_unmapped.ops else ""
     if not keep_unmapped:
-        unmapped.raise_if_any("torch")
+        unmapped.ops.update(complex_unmapped.ops)
+        unmapped.raise_if_any("torch", advice)
+    complex_unmapped.raise_if_any("torch", advice)
     return _Importer(ep, table, dim_names or {}, keep_unmapped).run()
 
 
@@ -157,20 +162,46 @@ _TORCH_DIR = "/site-packages/torch/"
 
 def _lookup(table, node):
     name = op_name(node.target)
+    if torch_complex.touches_complex(node):  # only converters that know the (real, imaginary) layout
+        table = torch_complex.TABLE
     if name in table:
         return table[name]
     packet = name.rsplit(".", 1)[0]  # aten.add.Tensor → aten.add: one converter for every overload
     return table.get(packet + ".*")
 
 
-def _scan(gm, table, unmapped: Unmapped) -> None:
+def _scan(gm, table, unmapped: Unmapped, complex_unmapped: Unmapped, user_inputs: set[str] = frozenset(),
+          *, top: bool = True) -> None:  # fmt: skip
+    """Every op without a converter goes to ``unmapped``; complex numbers the import cannot carry go to
+    ``complex_unmapped`` (never kept as ``torch.aten`` ops: their operands are in irforge's layout)."""
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             sub = getattr(gm, node.target, None)
             if hasattr(sub, "graph"):
-                _scan(sub, table, unmapped)
+                _scan(sub, table, unmapped, complex_unmapped, top=False)
         elif node.op == "call_function" and _lookup(table, node) is None:
-            unmapped.add(op_name(node.target), location(node))
+            if torch_complex.touches_complex(node):
+                complex_unmapped.add(f"{op_name(node.target)} on complex numbers", location(node), _COMPLEX_WHY)
+            else:
+                unmapped.add(op_name(node.target), location(node))
+        elif top and node.op == "placeholder" and node.name in user_inputs:
+            if torch_complex.is_complex(node.meta.get("val")):
+                complex_unmapped.add("complex graph input", node.name, _COMPLEX_IO_WHY["input"])
+        elif top and node.op == "output":
+            for a in node.all_input_nodes:
+                if torch_complex.is_complex(a.meta.get("val")):
+                    complex_unmapped.add("complex graph output", location(a), _COMPLEX_IO_WHY["output"])
+
+
+_COMPLEX_WHY = ("irforge holds complex tensors as (real, imaginary) pairs, which only the ops of "
+                "irforge.frontends.torch_complex handle")  # fmt: skip
+_COMPLEX_ADVICE = ("Ops on complex numbers can be neither mapped from a plugin nor kept: rewrite them in "
+                   "real arithmetic on torch.view_as_real(z).")  # fmt: skip
+_COMPLEX_IO_WHY = {
+    "input": "ONNX runtimes cannot feed complex tensors: pass torch.view_as_real(x) and call "
+             "torch.view_as_complex inside the module",
+    "output": "ONNX runtimes cannot return complex tensors: return torch.view_as_real(y)",
+}  # fmt: skip
 
 
 # -- dims ----------------------------------------------------------------------------------------
@@ -380,9 +411,12 @@ class _Importer:
                     tensor = ep.constants.get(spec.target)
                 if tensor is None or not hasattr(tensor, "dtype"):
                     raise FrontendError(f"{kind.lower()} {spec.target!r} has no tensor in the exported program")
+                dtype = to_dtype(tensor.dtype)
+                if tensor.is_complex():  # stored as (real, imaginary) pairs, see torch_complex
+                    tensor = _torch().view_as_real(tensor.detach().cpu().resolve_conj())
+                    dtype = to_dtype(tensor.dtype)
                 arr = tensor_array(tensor)
-                v = Value(spec.target, TensorType(to_dtype(tensor.dtype), tuple(arr.shape)),
-                          NumpyTensor(arr, to_dtype(tensor.dtype)))  # fmt: skip
+                v = Value(spec.target, TensorType(dtype, tuple(arr.shape)), NumpyTensor(arr, dtype))
                 env[node] = g.add_initializer(v)
             elif kind == "TOKEN":  # orders side effects; the only ones imported are dropped checks
                 env[node] = EFFECT_TOKEN

@@ -1349,3 +1349,33 @@ def _grid_sample_check(node):
 def _grid_sample(node, args):
     return [grid_sample(*args, mode=node.attr("mode", "linear"), padding_mode=node.attr("padding_mode", "zeros"),
                         align_corners=node.attr("align_corners", 0), xp=_jnp())]
+
+
+def _dft_check(node):
+    if node.attr("axis") is None and (len(node.inputs) < 3 or node.inputs[2] is None):
+        return "DFT without an axis (its default differs between opsets 17 and 20)"
+    return None
+
+
+@rule("DFT", check=_dft_check)
+def _dft(node, args):
+    """ONNX's DFT on (real, imaginary) pairs, or ``[..., 1]`` reals, as ``jnp.fft`` on complex numbers
+    of the input's precision."""
+    jnp = _jnp()
+    x = args[0]
+    axis = node.attr("axis")
+    if len(args) > 2 and args[2] is not None:
+        axis = int(static(args[2], "DFT's axis"))
+    axis %= x.ndim
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    if len(args) > 1 and args[1] is not None:
+        n = int(static(args[1], "DFT's length"))
+    else:
+        n = 2 * (x.shape[axis] - 1) if inverse and onesided else x.shape[axis]
+    signal = x[..., 0] if x.shape[-1] == 1 else x[..., 0] + 1j * x[..., 1]
+    if inverse and onesided:
+        return [jnp.fft.irfft(signal, n=n, axis=axis)[..., None].astype(x.dtype)]
+    y = jnp.fft.ifft(signal, n=n, axis=axis) if inverse else jnp.fft.fft(signal, n=n, axis=axis)
+    if onesided:
+        y = jnp.take(y, jnp.arange(n // 2 + 1), axis=axis)
+    return [jnp.stack([y.real, y.imag], axis=-1).astype(x.dtype)]

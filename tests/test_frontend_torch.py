@@ -1089,3 +1089,22 @@ def test_complex_values_never_reach_an_op_that_would_take_their_pairs_for_reals(
         assert what in text, text
     with pytest.raises(UnsupportedOpsError):  # kept ops would read pairs as reals: never kept
         from_torch(Outside(), (x, torch.randn(3, dtype=torch.complex64)), keep_unmapped=True)
+
+
+class _PseudoInverses(torch.nn.Module):
+    def forward(self, tall, wide, low_rank, sym, atol):
+        pinv = torch.linalg.pinv
+        return (pinv(tall), pinv(wide), pinv(low_rank, rtol=1e-4), pinv(low_rank, atol=atol),
+                pinv(sym, hermitian=True), torch.pinverse(tall.double()), pinv(tall[:, :, :0]))  # fmt: skip
+
+
+def test_pseudo_inverse_matches_eager_tall_wide_rank_deficient_batched_and_hermitian():
+    torch.manual_seed(0)
+    u, v = torch.randn(2, 6, 2), torch.randn(2, 2, 5)
+    sym = torch.randn(4, 4)
+    sym = sym + sym.T
+    sym[0, 3] = 100.0  # upper triangle: not read with hermitian=True
+    args = (torch.randn(2, 6, 4), torch.randn(3, 5), u @ v, sym, torch.tensor([0.5, 1e-3]))
+    module = _PseudoInverses()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip

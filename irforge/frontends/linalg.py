@@ -325,36 +325,36 @@ def _rotation(b: Emitter, pp: Value, qq: Value, pq: Value, turn: Value) -> tuple
     return c, b.emit("Mul", c, t)
 
 
-def singular_values(e: Emitter, a: Value) -> Value:
-    """The singular values of ``a`` [..., m, n], descending, by one-sided Jacobi (Hestenes) in
-    float64: sweeps of plane rotations that make the columns orthogonal, until no pair's cosine
-    exceeds float64's epsilon; the singular values are then the column norms.  (The singular
-    vectors are not offered: they are defined only up to sign, and no algorithm but LAPACK's
-    reproduces LAPACK's signs.)"""
-    from .common import any_true, while_loop
-
+def _f64_matrix(a: Value, what: str) -> tuple[tuple, int, int]:
     shape = a.type.shape if a.type is not None else None
     if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]):
-        raise NotMapped("singular values of a matrix of symbolic size")
+        raise NotMapped(f"{what} of a matrix of symbolic size")
     if a.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
-        raise NotMapped(f"singular values in {a.type.dtype.name}")
-    m, n = shape[-2:]
-    rank = len(shape)
-    x = e.cast(a, DataType.DOUBLE)
-    if n > m:
-        x, (m, n) = transpose(e, x, rank), (n, m)
+        raise NotMapped(f"{what} in {a.type.dtype.name}")
+    return shape, shape[-2], shape[-1]
+
+
+def _one_sided_jacobi(e: Emitter, x: Value, batch: tuple, m: int, n: int, *, vectors: bool) -> tuple[Value, Value]:
+    """One-sided Jacobi (Hestenes) on float64 ``x`` [..., m, n], m >= n: sweeps of plane rotations
+    that make the columns orthogonal, until no pair's cosine exceeds float64's epsilon.  Returns
+    ``W = x V`` (column norms: the singular values) and, with ``vectors``, the accumulated rotations
+    ``V`` [..., n, n] (``None`` otherwise)."""
+    from .common import any_true, while_loop
+
     if n > MAX_JACOBI:
         raise NotMapped(f"singular values of matrices with more than {MAX_JACOBI} columns")
-    if n == 0:
-        return e.cast(e.emit("ReduceSum", x, e.const(_i64([-2])), keepdims=0), a.type.dtype)  # an empty [..., 0]
     eps = float(np.finfo(np.float64).eps)
 
     def f64(v: float) -> Value:
         return e.const(np.asarray(v, np.float64))
 
     def sweep(b: Emitter, it: Value, state: list[Value]) -> tuple[Value, list[Value]]:
-        (mat,) = state
-        cols = [b.emit("Slice", mat, b.const(_i64([j])), b.const(_i64([j + 1])), b.const(_i64([-1]))) for j in range(n)]
+        def columns(mat: Value) -> list[Value]:
+            return [b.emit("Slice", mat, b.const(_i64([j])), b.const(_i64([j + 1])), b.const(_i64([-1])))
+                    for j in range(n)]  # fmt: skip
+
+        cols = columns(state[0])
+        vcols = columns(state[1]) if vectors else None
         worst = None
         for p in range(n - 1):
             for q in range(p + 1, n):
@@ -366,18 +366,84 @@ def singular_values(e: Emitter, a: Value) -> Value:
                 cosine = b.emit("Where", b.emit("IsNaN", cosine), f64(0.0), cosine)
                 worst = cosine if worst is None else b.emit("Max", worst, cosine)
                 c, s = _rotation(b, alpha, beta, gamma, b.emit("Greater", cosine, f64(eps)))  # converged pairs stay
-                cols[p] = b.emit("Sub", b.emit("Mul", c, ap), b.emit("Mul", s, aq))
-                cols[q] = b.emit("Add", b.emit("Mul", s, ap), b.emit("Mul", c, aq))
+                for cs in (cols, vcols) if vectors else (cols,):
+                    cp, cq = cs[p], cs[q]
+                    cs[p] = b.emit("Sub", b.emit("Mul", c, cp), b.emit("Mul", s, cq))
+                    cs[q] = b.emit("Add", b.emit("Mul", s, cp), b.emit("Mul", c, cq))
         more = b.emit("And", any_true(b, b.emit("Greater", worst, f64(eps))),
                       b.emit("Less", it, b.const(np.asarray(JACOBI_SWEEPS - 1, np.int64))))  # fmt: skip
-        return more, [b.emit("Concat", *cols, axis=-1) if n > 1 else cols[0]]
+        out = [b.emit("Concat", *cols, axis=-1)]
+        if vectors:
+            out.append(b.emit("Concat", *vcols, axis=-1))
+        return more, out
 
-    x.type = TensorType(DataType.DOUBLE, (*shape[:-2], m, n))
+    x.type = TensorType(DataType.DOUBLE, (*batch, m, n))
+    state = [x]
+    if vectors:
+        v = e.emit("Expand", f64(np.eye(n)), e.int64s([*batch, n, n]))
+        v.type = TensorType(DataType.DOUBLE, (*batch, n, n))
+        state.append(v)
     if n > 1:
-        x = while_loop(e, [x], e.const(np.asarray(True)), sweep, "jacobi")[0]
-    norms = e.emit("Sqrt", e.emit("ReduceSum", e.emit("Mul", x, x), e.const(_i64([-2])), keepdims=0))
+        state = while_loop(e, state, e.const(np.asarray(True)), sweep, "jacobi")
+    return state[0], state[1] if vectors else None
+
+
+def _column_norms(e: Emitter, w: Value) -> Value:
+    return e.emit("Sqrt", e.emit("ReduceSum", e.emit("Mul", w, w), e.const(_i64([-2])), keepdims=0))
+
+
+def singular_values(e: Emitter, a: Value) -> Value:
+    """The singular values of ``a`` [..., m, n], descending, by one-sided Jacobi in float64 (the
+    column norms once the columns are orthogonal).  The singular vectors are not offered: they are
+    defined only up to sign, and no algorithm but LAPACK's reproduces LAPACK's signs."""
+    shape, m, n = _f64_matrix(a, "singular values")
+    rank = len(shape)
+    x = e.cast(a, DataType.DOUBLE)
+    if n > m:
+        x, (m, n) = transpose(e, x, rank), (n, m)
+    if n == 0:
+        return e.cast(e.emit("ReduceSum", x, e.const(_i64([-2])), keepdims=0), a.type.dtype)  # an empty [..., 0]
+    w, _ = _one_sided_jacobi(e, x, tuple(shape[:-2]), m, n, vectors=False)
+    norms = _column_norms(e, w)
     ordered = e.node("TopK", [norms, e.const(_i64([n]))], {"axis": -1, "largest": 1, "sorted": 1}, outputs=2)
     return e.cast(ordered.outputs[0], a.type.dtype)
+
+
+def pseudo_inverse(e: Emitter, a: Value, atol: Value | None, rtol: Value | None, *, hermitian: bool) -> Value:
+    """The Moore-Penrose inverse of ``a`` [..., m, n], as ``torch.linalg.pinv`` defines it: singular
+    values at or below ``max(atol, rtol * largest)`` count as zero; ``rtol`` defaults to
+    ``eps * max(m, n)`` of ``a``'s dtype, or to 0 where a positive ``atol`` is given; ``hermitian``
+    reads only the lower triangle.  Unlike the singular vectors it rests on, the result is unique:
+    with ``W = A V`` from one-sided Jacobi (columns ``sigma_i u_i``), it is
+    ``V diag(1 / sigma_i^2) W^T`` over the kept values, whatever signs the vectors took."""
+    shape, m, n = _f64_matrix(a, "pseudo-inverse")
+    rank, batch = len(shape), tuple(shape[:-2])
+    x = e.cast(a, DataType.DOUBLE)
+    if hermitian:
+        if m != n:
+            raise NotMapped("hermitian pseudo-inverse of a non-square matrix")
+        half = e.emit("Mul", x, e.const(np.tril(np.ones((n, n)))))
+        x = e.emit("Sub", e.emit("Add", half, transpose(e, half, rank)), e.emit("Mul", x, e.const(np.eye(n))))
+    eps = float(np.finfo(to_numpy(a.type.dtype)).eps) * max(m, n)
+    zero = e.const(np.asarray(0.0))
+    atol = zero if atol is None else e.cast(atol, DataType.DOUBLE)
+    if rtol is None:
+        rtol = e.const(np.asarray(eps)) if atol is zero else e.emit(
+            "Where", e.emit("Greater", atol, zero), zero, e.const(np.asarray(eps)))  # fmt: skip
+    rtol = e.cast(rtol, DataType.DOUBLE)
+    flipped = n > m
+    if flipped:
+        x, (m, n) = transpose(e, x, rank), (n, m)
+    if n == 0:
+        return e.cast(transpose(e, x, rank) if not flipped else x, a.type.dtype)
+    w, v = _one_sided_jacobi(e, x, batch, m, n, vectors=True)
+    sigma = _column_norms(e, w)
+    last = e.const(_i64([-1]))
+    largest = e.emit("ReduceMax", sigma, last, keepdims=1)
+    tol = e.emit("Max", e.emit("Unsqueeze", atol, last), e.emit("Mul", e.emit("Unsqueeze", rtol, last), largest))
+    scale = e.emit("Where", e.emit("Greater", sigma, tol), e.emit("Reciprocal", e.emit("Mul", sigma, sigma)), zero)
+    pinv = e.emit("MatMul", e.emit("Mul", v, e.emit("Unsqueeze", scale, e.const(_i64([-2])))), transpose(e, w, rank))
+    return e.cast(transpose(e, pinv, rank) if flipped else pinv, a.type.dtype)
 
 
 def symmetric_eigenvalues(e: Emitter, a: Value, *, lower: bool) -> Value:

@@ -3041,6 +3041,15 @@ def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
     return None, values, None
 
 
+@aten("linalg_pinv.atol_rtol_tensor", "linalg_pinv.atol_rtol_float", "linalg_pinv.default")
+def _pinv(cx, a, atol=None, rtol=None, hermitian=False, rcond=None):
+    if rcond is not None:  # the old spelling: rcond is rtol
+        rtol = rcond
+    tol = [None if t is None else t if isinstance(t, Value) else cx.const(np.asarray(t, np.float64))
+           for t in (atol, rtol)]  # fmt: skip
+    return cx.emit_typed("Identity", linalg.pseudo_inverse(cx, cx.tensor(a), *tol, hermitian=hermitian))
+
+
 @aten("_linalg_eigh.default")
 def _eigh(cx, a, uplo="L", compute_v=True):
     """Eigenvalues only, as for the singular values: eigenvectors are defined up to sign."""

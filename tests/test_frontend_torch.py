@@ -1108,3 +1108,20 @@ def test_pseudo_inverse_matches_eager_tall_wide_rank_deficient_batched_and_hermi
     module = _PseudoInverses()
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
+
+
+class _Hashes(torch.nn.Module):
+    def forward(self, f, i, b, u):
+        h = torch.hash_tensor
+        return h(f), h(f, dim=1), h(f, dim=(0, 2), keepdim=True), h(i), h(i, dim=-1), h(b, dim=0), h(u)
+
+
+def test_hash_tensor_xors_the_64_bit_patterns_of_every_dtype_over_any_dims():
+    torch.manual_seed(0)
+    f = torch.randn(3, 7, 5)
+    f[0, 0, 0], f[1, 2, 3] = -0.0, float("nan")
+    args = (f, torch.randint(-1000, 1000, (4, 9), dtype=torch.int32), torch.rand(5, 3) > 0.5,
+            torch.randint(0, 255, (6,), dtype=torch.uint8))  # fmt: skip
+    module = _Hashes()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"))  # fmt: skip

@@ -3041,6 +3041,44 @@ def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
     return None, values, None
 
 
+@aten("hash_tensor.default")
+def _hash_tensor(cx, x, dim=(), keepdim=False, mode=0):
+    """``mode=0``: every element widened to 64 bits (floats to float64), its bits read as uint64, and
+    the whole reduced by XOR, halving the reduced axis each step (ONNX has no XOR reduction)."""
+    if mode != 0:
+        raise NotMapped(f"hash_tensor mode {mode}")
+    rank, dtype = cx.rank(x), cx.dtype(x)
+    cx.importer.require_opset(special.BITCAST_OPSET)
+    if is_floating(dtype):
+        bits = cx.emit("BitCast", cx.cast(x, DataType.DOUBLE), to=int(DataType.UINT64))
+    elif dtype in (DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64):
+        bits = cx.emit("BitCast", cx.cast(x, DataType.INT64), to=int(DataType.UINT64))
+    else:
+        bits = cx.cast(x, DataType.UINT64)
+    axes = sorted({_axis(d, rank) for d in dim}) if dim else list(range(rank))
+    shape = cx.shape(x)
+    if not all(isinstance(shape[a], int) for a in axes):
+        raise NotMapped("hash_tensor over a symbolic size")
+    kept = [a for a in range(rank) if a not in axes]
+    length = math.prod(shape[a] for a in axes)
+    moved = cx.emit("Transpose", bits, perm=kept + axes) if rank else bits
+    flat = cx.emit("Reshape", moved, cx.int64s([*(_dim_size(cx, x, a) for a in kept), length]))
+    zero = np.zeros((), np.uint64)
+    while length > 1:
+        if length % 2:
+            flat = cx.emit("Pad", flat, cx.int64s([0] * len(kept) + [0] + [0] * len(kept) + [1]), cx.const(zero))
+            length += 1
+        half = length // 2
+        last = cx.const(np.asarray([-1], np.int64))
+        flat = cx.emit("BitwiseXor", cx.emit("Slice", flat, cx.int64s([0]), cx.int64s([half]), last),
+                       cx.emit("Slice", flat, cx.int64s([half]), cx.int64s([length]), last))  # fmt: skip
+        length = half
+    out = cx.emit("Squeeze", flat, cx.const(np.asarray([-1], np.int64)))
+    if keepdim:
+        out = cx.emit("Unsqueeze", out, cx.const(np.asarray(axes, np.int64)))
+    return cx.emit_typed("Identity", out)
+
+
 @aten("linalg_pinv.atol_rtol_tensor", "linalg_pinv.atol_rtol_float", "linalg_pinv.default")
 def _pinv(cx, a, atol=None, rtol=None, hermitian=False, rcond=None):
     if rcond is not None:  # the old spelling: rcond is rtol

@@ -1125,3 +1125,19 @@ def test_hash_tensor_xors_the_64_bit_patterns_of_every_dtype_over_any_dims():
     module = _Hashes()
     assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+class _Airy(torch.nn.Module):
+    def forward(self, x):
+        return torch.special.airy_ai(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_airy_ai_matches_eager_in_each_of_its_three_forms_and_at_the_edges(dtype):
+    x = torch.cat([torch.linspace(-30.0, 30.0, 241), torch.tensor([-2.09, 2.09, 8.3, 8.4, 103.0, 104.0, 0.0,
+                   float("inf"), -float("inf"), float("nan")])]).to(dtype)  # fmt: skip
+    module = _Airy()
+    # float32: the phase 2|x|^1.5/3 reaches 110 at x = -30, where one rounding of it moves Ai by 1e-6
+    assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5 if dtype == torch.float32 else 1e-10,
+                   atol=1e-5 if dtype == torch.float32 else 1e-12)  # fmt: skip

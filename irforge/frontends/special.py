@@ -681,3 +681,67 @@ def log_ndtr(e: Emitter, x: Value) -> Value:
     tt = m.Max(t, -1.0)  # the branch above -1 only
     y = m.Neg(m.Div(m.Mul(m.Exp(m.Neg(m.Mul(tt, tt))), _erfcx64(m, tt)), 2.0))
     return e.cast(m.where(m.Less(x64, -1.0), low, log1p_of(m, y)), x.type.dtype)
+
+
+AIRY_AN = (3.46538101525629032477e-01, 1.20075952739645805542e+01, 7.62796053615234516538e+01,
+             1.68089224934630576269e+02, 1.59756391350164413639e+02, 7.05360906840444183113e+01,
+             1.40264691163389668864e+01, 9.99999999999999995305e-01)  # fmt: skip
+AIRY_AD = (5.67594532638770212846e-01, 1.47562562584847203173e+01, 8.45138970141474626562e+01,
+             1.77318088145400459522e+02, 1.64234692871529701831e+02, 7.14778400825575695274e+01,
+             1.40959135607834029598e+01, 1.00000000000000000470e+00)  # fmt: skip
+AIRY_AFN = (-1.31696323418331795333e-01, -6.26456544431912369773e-01, -6.93158036036933542233e-01,
+              -2.79779981545119124951e-01, -4.91900132609500318020e-02, -4.06265923594885404393e-03,
+              -1.59276496239262096340e-04, -2.77649108155232920844e-06, -1.67787698489114633780e-08)  # fmt: skip
+AIRY_AFD = (1.33560420706553243746e+01, 3.26825032795224613948e+01, 2.67367040941499554804e+01,
+              9.18707402907259625840e+00, 1.47529146771666414581e+00, 1.15687173795188044134e-01,
+              4.40291641615211203805e-03, 7.54720348287414296618e-05, 4.51850092970580378464e-07)  # fmt: skip
+AIRY_AGN = (1.97339932091685679179e-02, 3.91103029615688277255e-01, 1.06579897599595591108e+00,
+              9.39169229816650230044e-01, 3.51465656105547619242e-01, 6.33888919628925490927e-02,
+              5.85804113048388458567e-03, 2.82851600836737019778e-04, 6.98793669997260967291e-06,
+              8.11789239554389293311e-08, 3.41551784765923618484e-10)  # fmt: skip
+AIRY_AGD = (9.30892908077441974853e+00, 1.98352928718312140417e+01, 1.55646628932864612953e+01,
+              5.47686069422975497931e+00, 9.54293611618961883998e-01, 8.64580826352392193095e-02,
+              4.12656523824222607191e-03, 1.01259085116509135510e-04, 1.17166733214413521882e-06,
+              4.91834570062930015649e-09)  # fmt: skip
+"""Cephes' rational approximations of the Airy function, as ATen's ``airy_ai_forward`` carries them."""
+
+
+def airy_ai(e: Emitter, x: Value) -> Value:
+    """Ai(x) as ATen computes it: the oscillating asymptotic form below -2.09, the decaying one from
+    2.09 (0 above 103.892), the Maclaurin series of its two components in between, NaN at ±inf."""
+
+    def compute(m: _Math, x: Value) -> Value:
+        below, above = m.Less(x, -2.09), m.GreaterOrEqual(x, 2.09)
+        xn = m.where(below, x, -3.0)  # each branch evaluated only where it is taken
+        zeta_n = m.Div(m.Mul(m.Mul(xn, -2.0), m.Sqrt(m.Neg(xn))), 3.0)
+        z = m.Div(1.0, zeta_n)
+        zz = m.Mul(z, z)
+        t = m.Add(zeta_n, 0.25 * math.pi)
+        f = m.Add(1.0, m.Div(m.Mul(zz, _polynomial(m, zz, AIRY_AFN)), _polynomial(m, zz, AIRY_AFD)))
+        g = m.Div(m.Mul(z, _polynomial(m, zz, AIRY_AGN)), _polynomial(m, zz, AIRY_AGD))
+        oscillating = m.Mul(m.Div(_INV_SQRT_PI, m.Sqrt(m.Sqrt(m.Neg(xn)))),
+                            m.Sub(m.Mul(m.Sin(t), f), m.Mul(m.Cos(t), g)))  # fmt: skip
+        xp = m.where(above, x, 3.0)
+        zeta = m.Div(m.Mul(m.Mul(xp, 2.0), m.Sqrt(xp)), 3.0)
+        w = m.Div(1.0, zeta)
+        ratio = m.Div(_polynomial(m, w, AIRY_AN), _polynomial(m, w, AIRY_AD))
+        decaying = m.Div(m.Mul(ratio, _INV_SQRT_PI), m.Mul(m.Mul(m.Sqrt(m.Sqrt(xp)), 2.0), m.Exp(zeta)))
+        xm = m.where(m.Or(below, above), 0.0, x)
+        cube = m.Mul(m.Mul(xm, xm), xm)
+        f, g, mm, n = m.c(1.0), xm, m.c(1.0), xm
+        for k in range(2, 3 * _AIRY_TERMS + 2, 3):  # ATen's loop, run past float64's convergence
+            mm = m.Div(m.Div(m.Mul(mm, cube), float(k)), float(k + 1))
+            n = m.Div(m.Div(m.Mul(n, cube), float(k + 1)), float(k + 2))
+            f, g = m.Add(f, mm), m.Add(g, n)
+        series = m.Sub(m.Mul(f, 0.355028053887817239260), m.Mul(g, 0.258819403792806798405))
+        value = m.where(below, oscillating, m.where(above, decaying, series))
+        value = m.where(m.Greater(x, 103.892), 0.0, value)
+        return m.where(m.IsInf(x), math.nan, value)
+
+    return _widened(e, x, compute)
+
+
+_INV_SQRT_PI = 5.64189583547756286948e-01
+_AIRY_TERMS = 12
+"""Series steps: at |x| = 2.09, the widest the series is used for, the 12th term is 1.6e-17,
+below float64's epsilon."""

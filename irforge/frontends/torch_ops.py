@@ -108,6 +108,7 @@ aten("special_bessel_j1.default")(_special(lambda e, x: special.bessel_j(e, x, 1
 aten("special_bessel_y0.default")(_special(lambda e, x: special.bessel_y(e, x, 0)))
 aten("special_bessel_y1.default")(_special(lambda e, x: special.bessel_y(e, x, 1)))
 aten("special_spherical_bessel_j0.default")(_special(special.spherical_bessel_j0))
+aten("special_airy_ai.default")(_special(special.airy_ai))
 aten("special_modified_bessel_k0.default")(_special(lambda e, x: special.bessel_k(e, x, 0)))
 aten("special_modified_bessel_k1.default")(_special(lambda e, x: special.bessel_k(e, x, 1)))
 aten("special_scaled_modified_bessel_k0.default")(_special(lambda e, x: special.bessel_k(e, x, 0, scaled=True)))

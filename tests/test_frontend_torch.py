@@ -1141,3 +1141,22 @@ def test_airy_ai_matches_eager_in_each_of_its_three_forms_and_at_the_edges(dtype
     assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5 if dtype == torch.float32 else 1e-10,
                    atol=1e-5 if dtype == torch.float32 else 1e-12)  # fmt: skip
+
+
+class _Resize(torch.nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def forward(self, x):
+        return x.clone().resize_(self.size) * 1, x.clone().resize_as_(x.T)
+
+
+def test_resize_keeps_the_leading_elements_and_refuses_to_grow():
+    x = torch.randn(4, 6)
+    for size in [(3, 8), (2, 5), (24,)]:
+        module = _Resize(size)
+        assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
+                       backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+    with pytest.raises(UnsupportedOpsError, match="uninitialized"):
+        from_torch(_Resize((5, 6)), (x,))

@@ -3042,6 +3042,22 @@ def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
     return None, values, None
 
 
+@aten("resize.default")
+def _resize(cx, x, size, memory_format=None):
+    """The functional ``resize_``: the first ``prod(size)`` elements of ``x`` in the new shape.  Growing
+    is refused: torch leaves the new elements uninitialized."""
+    shape = cx.shape(x)
+    if not all(isinstance(d, int) for d in (*shape, *size)):
+        raise NotMapped("resize to or from a symbolic size")
+    have, want = math.prod(shape), math.prod(size)
+    if want > have:
+        raise NotMapped("resize that grows a tensor (torch leaves the new elements uninitialized)")
+    flat = cx.emit("Reshape", x, cx.int64s([-1])) if want < have else x
+    if want < have:
+        flat = cx.emit("Slice", flat, cx.int64s([0]), cx.int64s([want]), cx.int64s([0]))
+    return cx.emit_typed("Reshape", flat, cx.int64s(list(size)))
+
+
 @aten("hash_tensor.default")
 def _hash_tensor(cx, x, dim=(), keepdim=False, mode=0):
     """``mode=0``: every element widened to 64 bits (floats to float64), its bits read as uint64, and

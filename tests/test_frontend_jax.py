@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from frontend_check import assert_matches
+from frontend_check import assert_matches, run_on
 from jax import lax
 
 from irforge.frontends import FrontendError, UnsupportedOpsError, from_jax
@@ -448,15 +448,29 @@ def test_regularized_incomplete_beta_matches_jit_on_both_sides_and_at_the_edges(
                    backends=("reference", "onnxruntime", "xla"), rtol=2e-5, atol=1e-5)  # fmt: skip
 
 
-def test_singular_values_match_jit_and_singular_vectors_are_refused():
+def test_singular_values_match_jit_and_vectors_match_it_up_to_sign():
+    from irforge.frontends.conformance import align_vectors
+
     def values(a, wide):
         return jnp.linalg.svd(a, compute_uv=False), jnp.linalg.svd(wide, compute_uv=False)
 
     a, wide = RNG.normal(size=(2, 5, 3)).astype(np.float32), RNG.normal(size=(3, 7)).astype(np.float32)
     assert_matches(from_jax(values, a, wide), [a, wide], _flat(jax.jit(values)(a, wide)),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
-    with pytest.raises(UnsupportedOpsError, match="svd"):
-        from_jax(lambda a: jnp.linalg.svd(a)[0], a)
+
+    def vectors(a, wide, sym):
+        return (*jnp.linalg.svd(a, full_matrices=False), *jnp.linalg.svd(wide),
+                *lax.linalg.eigh(sym, lower=False, symmetrize_input=False))  # fmt: skip
+
+    sym = RNG.normal(size=(6, 6)).astype(np.float32)
+    want = _flat(jax.jit(vectors)(a, wide, sym))
+    model = from_jax(vectors, a, wide, sym)
+    for backend in ("reference", "onnxruntime", "xla"):
+        got = run_on(model, backend, [a, wide, sym])
+        got = (align_vectors(got[:3], want[:3], (0, 2, True)) + align_vectors(got[3:6], want[3:6], (0, 2, True))
+               + align_vectors(got[6:], want[6:], (0, None, False)))  # fmt: skip
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=backend)
 
 
 def test_scatter_of_windows_wider_than_one_element_drops_or_clips_whole_windows():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from frontend_check import assert_matches
+from frontend_check import assert_matches, run_on
 from torch_models import MODELS
 
 import irforge
@@ -894,19 +894,58 @@ class _SingularValues(torch.nn.Module):
 
 def test_singular_values_and_what_rests_on_them_match_eager():
     """svdvals (tall, wide, batched, float64), matrix_rank of a rank-deficient matrix, the condition
-    number and the nuclear norm; a program that reads the singular vectors is refused."""
+    number and the nuclear norm."""
     a, wide = torch.randn(3, 5, 4), torch.randn(3, 6)
     low = torch.randn(5, 2) @ torch.randn(2, 5)  # rank 2
     module, args = _SingularValues(), (a, wide, low, a.double())
     assert_matches(from_torch(module, args), [t.numpy() for t in args], _eager(module, args),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-5)  # fmt: skip
 
-    class Vectors(torch.nn.Module):
-        def forward(self, a):
-            return torch.linalg.svd(a)[0]
 
-    with pytest.raises(UnsupportedOpsError, match="defined only up to sign"):
-        from_torch(Vectors(), (a,))
+class _Decompositions(torch.nn.Module):
+    def forward(self, tall, wide, low, sym):
+        la = torch.linalg
+        return (*la.svd(tall, full_matrices=False), *la.svd(wide), *la.svd(low), *la.eigh(sym),
+                *la.eigh(sym.double(), UPLO="U"))  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["reference", "onnxruntime", "xla"])
+def test_singular_and_eigen_vectors_are_valid_and_match_eager_up_to_sign(backend):
+    """Values as eager; vectors orthonormal and reconstructing the matrix, and eager's own up to each
+    vector's sign (and, for a zero singular value or a repeated eigenvalue, up to a basis of its space)."""
+    from irforge.frontends.conformance import align_vectors
+
+    torch.manual_seed(0)
+    low = torch.randn(5, 2) @ torch.randn(2, 4)  # rank 2: two zero singular values, U completed
+    sym = torch.randn(2, 6, 6)
+    sym = sym + sym.transpose(-1, -2)
+    sym[1] = torch.diag(torch.tensor([2.0, -1.0, 2.0, 0.5, 3.0, 0.0]))  # repeated eigenvalue
+    args = (torch.randn(2, 7, 4), torch.randn(3, 5), low, sym)
+    module = _Decompositions()
+    got = run_on(from_torch(module, args), backend, [a.numpy() for a in args])
+    want = _eager(module, args)
+    eye = np.eye
+    for i, a in ((0, args[0]), (3, args[1]), (6, args[2])):
+        u, s, vt = got[i: i + 3]
+        np.testing.assert_allclose(s, want[i + 1], rtol=1e-4, atol=1e-5)
+        k = s.shape[-1]
+        np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vt[..., :k, :], a.numpy(), atol=1e-4)
+        np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(eye(u.shape[-1]), u.shape[:-2] +
+                                   (u.shape[-1],) * 2), atol=1e-5)  # fmt: skip
+        np.testing.assert_allclose(vt @ np.swapaxes(vt, -1, -2), np.broadcast_to(eye(vt.shape[-2]), vt.shape[:-2] +
+                                   (vt.shape[-2],) * 2), atol=1e-5)  # fmt: skip
+        if i < 6:  # distinct nonzero values: unique up to sign
+            aligned = align_vectors(got[i: i + 3], want[i: i + 3], (0, 2, True))
+            for g, w in zip(aligned, want[i: i + 3], strict=True):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    for i, dtype in ((9, np.float32), (11, np.float64)):
+        w, v = got[i: i + 2]
+        assert v.dtype == dtype
+        np.testing.assert_allclose(w, want[i], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(sym.numpy() @ v, v * w[..., None, :], atol=1e-4)
+        np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(eye(6), (2, 6, 6)), atol=1e-5)
+        aligned = align_vectors([w[:1], v[:1]], [want[i][:1], want[i + 1][:1]], (1, None, False))
+        np.testing.assert_allclose(aligned[1], want[i + 1][:1], rtol=1e-4, atol=1e-4)
 
 
 class _Eigenvalues(torch.nn.Module):

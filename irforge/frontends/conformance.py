@@ -60,6 +60,48 @@ def _compare(got: Sequence, expected: Sequence, shape_only: bool = False, rtol: 
     return None
 
 
+TORCH_SIGN_FREE = {"linalg.eigh": (1, None, False), "linalg.svd": (0, 2, True), "svd": (0, 2, False)}
+JAX_SIGN_FREE = {"eigh": (0, None, False), "svd": (1, 2, True)}
+"""Ops whose vectors are unique only up to sign: (output of the eigen- or left singular vectors,
+output of the right singular vectors, whether those are rows).  Neither framework promises
+LAPACK's signs (both document that they vary by platform and library), so every engine's vectors,
+the peer's too, are compared after :func:`align_vectors`."""
+
+
+def align_vectors(got: Sequence, expected: Sequence, spec: tuple) -> list:
+    """``got`` with each of its vectors given the sign of the framework's where they span the same
+    line (a left singular vector and its right one flip together), and a null-space basis
+    (``full_matrices``' extra vectors) replaced by the framework's where both span the same space.
+    Any other difference is left for the comparison to find."""
+    left, right, rows = spec
+    out = [np.array(g) for g in got]
+    if max(left, right or 0) >= min(len(out), len(expected)):
+        return out
+    u, want_u = out[left], np.asarray(expected[left])
+    if u.shape != want_u.shape or u.dtype.kind != "f" or u.ndim < 2:
+        return out
+    pairs = [(u, want_u)]
+    if right is not None:
+        v, want_v = out[right], np.asarray(expected[right])
+        if v.shape != want_v.shape or v.ndim < 2:
+            return out
+        if rows:
+            v, want_v = np.swapaxes(v, -1, -2), np.swapaxes(want_v, -1, -2)  # views: columns
+        pairs.append((v, want_v))
+    k = min(u.shape[-2], pairs[-1][0].shape[-2]) if right is not None else u.shape[-1]
+    signs = np.sign(np.sum(u[..., :k] * want_u[..., :k], axis=-2, keepdims=True))
+    signs[signs == 0] = 1
+    for g, want in pairs:
+        g[..., :k] *= signs
+        if g.shape[-1] > k:  # a basis of the null space: unique only as a space
+            extra, want_extra = g[..., k:], want[..., k:]
+            same = np.allclose(extra @ np.swapaxes(extra, -1, -2), want_extra @ np.swapaxes(want_extra, -1, -2),
+                               rtol=RTOL, atol=ATOL)  # fmt: skip
+            if same:
+                g[..., k:] = want_extra
+    return out
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return f"{type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
@@ -185,12 +227,17 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
             result.outcomes[b], result.details[b] = "error", "import: " + _first_line(e)
         model = None
     result.seconds["import"] = time.perf_counter() - t0
+    sign_free = TORCH_SIGN_FREE.get(result.op)
     if model is not None:
         for b, got in run_backends(model, arrays, backends).items():
+            if sign_free and not isinstance(got, BaseException):
+                got = align_vectors(got, expected, sign_free)
             outcome, detail = _judge(got, expected, shape_only)
             result.outcomes[b], result.details[b] = outcome, detail
     if peer:
         got = _torch_peer(module, tensors, arrays)
+        if sign_free and not isinstance(got, BaseException):
+            got = align_vectors(got, expected, sign_free)
         outcome, detail = _judge(got, expected, shape_only)
         result.outcomes["peer"], result.details["peer"] = outcome, detail
     if shape_only:
@@ -356,6 +403,8 @@ def run_jax_harness(h, backends: Sequence[str] = ("reference",), peer: bool = Fa
         if isinstance(got, BaseException):
             result.outcomes[engine], result.details[engine] = "error", _first_line(got)
             return
+        if h.group_name in JAX_SIGN_FREE:
+            got = align_vectors(got, expected, JAX_SIGN_FREE[h.group_name])
         why = _compare(got, expected, shape_only, rtol, atol)
         result.outcomes[engine], result.details[engine] = ("wrong", why) if why else ("pass", "")
 

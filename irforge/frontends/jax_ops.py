@@ -16,7 +16,7 @@ from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import incomplete, linalg, special
+from . import incomplete, jacobi, linalg, special
 from .common import NotMapped, associative_scan
 from .jax_random import RANDOM_PRIMITIVES, convert_random
 
@@ -733,11 +733,32 @@ def _tridiagonal_solve(cx, dl, d, du, b, *, perturb_singular=False, **_):
 
 
 @prim("svd")
-def _svd(cx, a, *, compute_uv, subset_by_index=None, **_):
-    """Singular values only (``compute_uv=False``): the vectors are defined up to sign."""
-    if compute_uv or (subset_by_index is not None and tuple(subset_by_index) != (0, -1)):
-        raise NotMapped("singular vectors (defined only up to sign; singular values alone are mapped)")
-    return [cx.typed("Identity", linalg.singular_values(cx, cx.value(a)))]
+def _svd(cx, a, *, full_matrices, compute_uv, subset_by_index=None, **_):
+    """One-sided Jacobi (:mod:`irforge.frontends.jacobi`): ``s`` and, with ``compute_uv``, valid
+    ``u`` and ``vt``, whose signs may differ from LAPACK's."""
+    if subset_by_index is not None and tuple(subset_by_index) != (0, -1):
+        raise NotMapped("svd of a subset of the singular values")
+    u, s, vt = jacobi.svd(cx, cx.value(a), vectors=bool(compute_uv), full_matrices=bool(full_matrices))
+    return _typed_outputs(cx, [s, u, vt] if compute_uv else [s])
+
+
+@prim("eigh")
+def _eigh(cx, a, *, lower, subset_by_index=None, **_):
+    """Two-sided Jacobi: ``v`` (valid eigenvectors, signs may differ from LAPACK's) and ``w`` ascending
+    (``sort_eigenvalues=False`` lets XLA return any order; ascending is one of them)."""
+    if subset_by_index is not None and tuple(subset_by_index) != (0, cx.value(a).type.shape[-1]):
+        raise NotMapped("eigh of a subset of the eigenvalues")
+    values, vectors = jacobi.symmetric_eigen(cx, cx.value(a), lower=bool(lower), vectors=True)
+    return _typed_outputs(cx, [vectors, values])
+
+
+def _typed_outputs(cx, values: list) -> list:
+    from .jax import aval_type
+
+    outs = [cx.emit("Identity", v) for v in values]
+    for o, aval in zip(outs, cx.out_avals, strict=True):
+        o.type = aval_type(aval)
+    return outs
 
 
 @prim("qr")
@@ -755,12 +776,8 @@ def _qr(cx, a, *, full_matrices, pivoting=False, **_):
     r_rows = m if full_matrices else k
     top = cx.emit("Slice", packed, cx.const(_i64([0])), cx.const(_i64([r_rows])), cx.const(_i64([-2])))
     r = cx.emit("Mul", top, cx.const(np.triu(np.ones((r_rows, n), to_numpy(cx.dtype(a))))))
-    from .jax import aval_type
 
-    outs = [cx.emit("Identity", q), cx.emit("Identity", r)]
-    for o, aval in zip(outs, cx.out_avals, strict=True):
-        o.type = aval_type(aval)
-    return outs
+    return _typed_outputs(cx, [q, r])
 
 
 def _cast_out(cx, v, i):

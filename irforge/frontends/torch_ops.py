@@ -19,7 +19,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import incomplete, linalg, polynomials, special
+from . import incomplete, jacobi, linalg, polynomials, special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -3033,13 +3033,18 @@ def _householder_product(cx, a, tau):
 
 @aten("_linalg_svd.default")
 def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
-    """Singular values only: the vectors are defined up to sign, and a program that reads them is
-    refused rather than given other signs than LAPACK's."""
-    if not cx.used_outputs() <= {1}:
-        raise NotMapped("singular vectors (defined only up to sign; singular values alone are mapped)")
-    values = cx.emit("Identity", linalg.singular_values(cx, cx.tensor(a)))
-    values.type = cx.meta_type(cx.val[1])
-    return None, values, None
+    """One-sided Jacobi (:mod:`irforge.frontends.jacobi`): valid singular vectors, whose signs may
+    differ from LAPACK's (torch leaves them to the platform)."""
+    vectors = compute_uv and bool(cx.used_outputs() & {0, 2})
+    u, values, vt = jacobi.svd(cx, cx.tensor(a), vectors=vectors, full_matrices=full_matrices)
+    return tuple(None if v is None else _typed_as(cx, v, i) for i, v in enumerate((u, values, vt)))
+
+
+def _typed_as(cx, v: Value, index: int) -> Value:
+    """``v`` as output ``index`` of the FX node, with its type."""
+    out = cx.emit("Identity", v)
+    out.type = cx.meta_type(cx.val[index])
+    return out
 
 
 @aten("resize.default")
@@ -3102,17 +3107,15 @@ def _pinv(cx, a, atol=None, rtol=None, hermitian=False, rcond=None):
         rtol = rcond
     tol = [None if t is None else t if isinstance(t, Value) else cx.const(np.asarray(t, np.float64))
            for t in (atol, rtol)]  # fmt: skip
-    return cx.emit_typed("Identity", linalg.pseudo_inverse(cx, cx.tensor(a), *tol, hermitian=hermitian))
+    return cx.emit_typed("Identity", jacobi.pseudo_inverse(cx, cx.tensor(a), *tol, hermitian=hermitian))
 
 
 @aten("_linalg_eigh.default")
 def _eigh(cx, a, uplo="L", compute_v=True):
-    """Eigenvalues only, as for the singular values: eigenvectors are defined up to sign."""
-    if not cx.used_outputs() <= {0}:
-        raise NotMapped("eigenvectors (defined only up to sign; eigenvalues alone are mapped)")
-    values = cx.emit("Identity", linalg.symmetric_eigenvalues(cx, cx.tensor(a), lower=uplo == "L"))
-    values.type = cx.meta_type(cx.val[0])
-    return values, None
+    """Two-sided Jacobi: the eigenvalues ascending and valid eigenvectors (signs may differ from LAPACK's)."""
+    vectors = compute_v and 1 in cx.used_outputs()
+    values, vecs = jacobi.symmetric_eigen(cx, cx.tensor(a), lower=uplo == "L", vectors=vectors)
+    return _typed_as(cx, values, 0), None if vecs is None else _typed_as(cx, vecs, 1)
 
 
 @aten("linalg_matrix_exp.default")

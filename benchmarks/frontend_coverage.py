@@ -70,8 +70,9 @@ def render(data: dict) -> str:
         "integers exactly). *unmapped*: the frontend refused the program naming the op; *wrong*: it ran and a "
         "number is off (none may be); *error*: import or run failed another way; *not exported*: the framework "
         "itself could not export the sample (not counted against anyone); *nondeterministic*: the sample draws "
-        "random numbers, compared on shape and dtype only. *peer* is torch.onnx.export(dynamo=True) or jax2onnx, "
-        "each then onnxruntime, on the same samples.",
+        "random numbers, compared on shape and dtype only. Eigen- and singular vectors (`eigh`, `svd`), unique only "
+        "up to sign, are compared after each vector takes the framework's sign, for every engine and the peer. "
+        "*peer* is torch.onnx.export(dynamo=True) or jax2onnx, each then onnxruntime, on the same samples.",
         "",
     ]
     for meta in data["suites"].values():

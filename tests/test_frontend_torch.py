@@ -1199,3 +1199,37 @@ def test_resize_keeps_the_leading_elements_and_refuses_to_grow():
                        backends=("reference", "onnxruntime", "xla"))  # fmt: skip
     with pytest.raises(UnsupportedOpsError, match="uninitialized"):
         from_torch(_Resize((5, 6)), (x,))
+
+
+class _Ldl(torch.nn.Module):
+    def forward(self, a, b, d):
+        ld, pivots, info = torch.linalg.ldl_factor_ex(a)
+        ld64, pivots64, _ = torch.linalg.ldl_factor_ex(d)
+        return ld, pivots, info, torch.linalg.ldl_solve(ld, pivots, b), ld64, pivots64
+
+
+def test_ldl_factor_pivots_as_lapack_does_and_its_solve_matches_eager():
+    """Bunch-Kaufman's three cases all occur (1x1 in place, 1x1 after an interchange, 2x2 blocks),
+    one matrix is singular (info), only the lower triangle is read."""
+    torch.manual_seed(0)
+    a = torch.randn(6, 7, 7)
+    a = a + a.transpose(-1, -2)
+    a[1] = torch.diag(torch.tensor([0.0, 1.0, 2.0, 0.0, 3.0, 1.0, 1.0])) + torch.diag(torch.ones(6), -1) * 5
+    a[2].diagonal().mul_(1e-3)  # small diagonal: 2x2 pivots
+    a[3, :, 2] = 0.0  # singular: a zero pivot column (info)
+    a[3, 2, :] = 0.0
+    a[4] = torch.triu(torch.randn(7, 7), 1) * 100 + torch.eye(7)  # the upper triangle is not read
+    b = torch.randn(6, 7, 3)
+    args = (a, b, a[:2].double())
+    module = _Ldl()
+    want = _eager(module, args)
+    assert (want[1] < 0).any() and want[2][3] > 0  # 2x2 blocks and a zero pivot
+    finite = np.isfinite(want[3]).all(axis=(-2, -1))
+    for backend in ("reference", "onnxruntime", "xla"):
+        got = run_on(from_torch(module, args), backend, [t.numpy() for t in args])
+        np.testing.assert_array_equal(got[1], want[1], err_msg=backend)
+        np.testing.assert_array_equal(got[2], want[2], err_msg=backend)
+        np.testing.assert_array_equal(got[5], want[5], err_msg=backend)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4, err_msg=backend)
+        np.testing.assert_allclose(got[4], want[4], rtol=1e-10, atol=1e-10, err_msg=backend)
+        np.testing.assert_allclose(got[3][finite], want[3][finite], rtol=1e-3, atol=1e-4, err_msg=backend)

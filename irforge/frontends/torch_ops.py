@@ -19,7 +19,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import incomplete, jacobi, linalg, polynomials, special
+from . import incomplete, jacobi, ldl, linalg, polynomials, special
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -3099,6 +3099,18 @@ def _hash_tensor(cx, x, dim=(), keepdim=False, mode=0):
     if keepdim:
         out = cx.emit("Unsqueeze", out, cx.const(np.asarray(axes, np.int64)))
     return cx.emit_typed("Identity", out)
+
+
+@aten("linalg_ldl_factor_ex.default")
+def _ldl_factor(cx, a, hermitian=False, check_errors=False):
+    """LAPACK's sytf2 with Bunch-Kaufman pivoting (for real matrices ``hermitian`` changes nothing)."""
+    packed, pivots, info = ldl.ldl_factor(cx, cx.tensor(a))
+    return tuple(_typed_as(cx, v, i) for i, v in enumerate((packed, pivots, info)))
+
+
+@aten("linalg_ldl_solve.default")
+def _ldl_solve(cx, ld, pivots, b, hermitian=False):
+    return cx.emit_typed("Identity", ldl.ldl_solve(cx, cx.tensor(ld), pivots, cx.tensor(b)))
 
 
 @aten("linalg_pinv.atol_rtol_tensor", "linalg_pinv.atol_rtol_float", "linalg_pinv.default")

@@ -90,8 +90,9 @@ def render(data: dict) -> str:
             if r["outcomes"].get(engines[0]) == "unmapped":
                 for op in r["details"][engines[0]].split(", "):
                     unmapped[op] += 1
-        lines += ["", f"Most frequent unmapped ops ({len(unmapped)} in all): " +
-                  ", ".join(f"`{op}` ({n})" for op, n in unmapped.most_common(40)) + ".", ""]  # fmt: skip
+        listed = ", ".join(f"`{op}` ({n})" for op, n in unmapped.most_common(40))
+        lines += ["", f"Most frequent unmapped ops ({len(unmapped)} in all): {listed}." if unmapped
+                  else "No sample meets an unmapped op.", ""]  # fmt: skip
         per_op = collections.defaultdict(lambda: collections.Counter())
         for r in rows:
             for e, o in r["outcomes"].items():

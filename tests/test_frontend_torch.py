@@ -1233,3 +1233,30 @@ def test_ldl_factor_pivots_as_lapack_does_and_its_solve_matches_eager():
         np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4, err_msg=backend)
         np.testing.assert_allclose(got[4], want[4], rtol=1e-10, atol=1e-10, err_msg=backend)
         np.testing.assert_allclose(got[3][finite], want[3][finite], rtol=1e-3, atol=1e-4, err_msg=backend)
+
+
+class _CoreLeftovers(torch.nn.Module):
+    def forward(self, x, cols, cols1, src):
+        f = torch.nn.functional
+        folded = f.fold(cols, output_size=(8, 6), kernel_size=(2, 3), dilation=(2, 1), padding=(1, 0), stride=(2, 1))
+        return (folded, f.fold(cols1, (4, 5), 2), torch.ops.aten.fill.Scalar(x, 2.5),
+                torch.select_scatter(x, src, 1, -2), x.stride(0) * x, torch.randperm(9).sort().values)  # fmt: skip
+
+
+def test_fold_fill_select_scatter_stride_and_randperm_match_eager():
+    torch.manual_seed(0)
+    cols = torch.randn(2, 3 * 6, 4 * 4)  # 3 channels, 2x3 blocks, 4x4 positions (the last row of 8 uncovered)
+    cols1 = torch.randn(4, 12)  # unbatched: 1 channel, 2x2 blocks, 3x4 positions
+    args = (torch.randn(3, 4, 5), cols, cols1, torch.randn(3, 5))
+    module = _CoreLeftovers()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+def test_grouped_transposed_convolution_runs_on_the_reference_interpreter_too():
+    # ONNX's reference kernel mixes up the groups' channels; irforge's interpreter runs each group alone
+    torch.manual_seed(0)
+    module = torch.nn.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1, groups=2).eval()
+    x = torch.randn(2, 4, 5, 4)
+    assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip

@@ -161,3 +161,23 @@ def _cubic_weights(t):
             ((a + 2) * t - (a + 3)) * t * t + 1,
             ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
             ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]  # fmt: skip
+
+
+def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *, group: int = 1, **attrs):
+    """ONNX's reference ConvTranspose is right for one group only: with more it slices the weights by
+    output instead of input channel and keeps one output channel per group.  Each group goes
+    through it alone here, the bias added once."""
+    from onnx.reference.ops.op_conv_transpose import ConvTranspose
+
+    def one_group(xs, ws, bs):  # its one-group path reads nothing from the kernel instance
+        return ConvTranspose._run(None, xs, ws, bs, group=1, **attrs)[0]
+
+    if group == 1:
+        return one_group(x, w, b)
+    per_group = x.shape[1] // group
+    parts = [one_group(x[:, g * per_group:(g + 1) * per_group], w[g * per_group:(g + 1) * per_group], None)
+             for g in range(group)]  # fmt: skip
+    y = np.concatenate(parts, axis=1)
+    if b is not None:
+        y = y + b.reshape(1, -1, *[1] * (y.ndim - 2))
+    return y.astype(x.dtype)

@@ -1382,6 +1382,11 @@ def _empty(cx, *args, **kw):
     return cx.emit_typed("Expand", cx.tensor(value), cx.int64s(list(size)))
 
 
+@aten("fill.Scalar", "fill.Tensor")
+def _fill(cx, x, value):
+    return cx.emit_typed("Expand", cx.tensor(value), cx.emit("Shape", x))
+
+
 @aten("scalar_tensor.default")
 def _scalar_tensor(cx, value, **kw):
     return cx.emit_typed("Identity", cx.tensor(value))
@@ -1412,6 +1417,18 @@ def _rand(cx, size, **kw):
         y = cx.emit(op, dtype=int(cx.out_dtype), shape=[1])
         return cx.emit_typed("Reshape", y, cx.const(np.asarray([], np.int64)))
     return cx.emit_typed(op, dtype=int(cx.out_dtype), shape=shape)
+
+
+@aten("randperm.default")
+def _randperm(cx, n, **kw):
+    """A uniformly random permutation: the order that sorts ``n`` uniform draws."""
+    if not isinstance(n, int):
+        raise NotMapped("randperm of a symbolic length")
+    if n == 0:
+        return cx.emit_typed("Identity", cx.const(np.zeros(0, to_numpy(cx.out_dtype))))
+    draws = cx.emit("RandomUniform", dtype=int(DataType.FLOAT), shape=[n])
+    order = cx.node("TopK", [draws, cx.const(np.asarray([n], np.int64))], {"axis": 0}, outputs=2).outputs[1]
+    return cx.emit_typed("Cast", order, to=int(cx.out_dtype))
 
 
 @aten("rand_like.default", "randn_like.default")
@@ -1799,6 +1816,16 @@ def _sym_size(cx, x, dim):
     if isinstance(d, int):
         return cx.const(np.asarray(d, np.int64))
     return cx.emit("Reshape", _dim_size(cx, x, _axis(dim, cx.rank(x))), cx.const(np.asarray([], np.int64)))
+
+
+@aten("sym_stride.int")
+def _sym_stride(cx, x, dim):
+    """The stride of a contiguous tensor (what ``torch.export`` traces): the product of the later sizes."""
+    axis = _axis(dim, cx.rank(x))
+    later = cx.shape(x)[axis + 1:]
+    if all(isinstance(d, int) for d in later):
+        return cx.const(np.asarray(math.prod(later), np.int64))
+    return cx.emit("ReduceProd", cx.emit("Shape", x, start=axis + 1), keepdims=0)
 
 
 @aten("sym_numel.default")
@@ -3273,6 +3300,45 @@ def _slice_scatter(cx, x, src, dim=0, start=None, end=None, step=1):
     y = cx.emit("ScatterND", xt, cx.const(rows.reshape(-1, 1).astype(np.int64)), st)
     inverse = [perm.index(i) for i in range(len(shape))]
     return cx.emit_typed("Transpose", y, perm=inverse)
+
+
+@aten("select_scatter.default")
+def _select_scatter(cx, x, src, dim, index):
+    shape = cx.shape(x)
+    axis = _axis(dim, len(shape))
+    n = shape[axis]
+    if not isinstance(n, int) or not isinstance(index, int):
+        raise NotMapped("select_scatter at a symbolic position")
+    index = index + n if index < 0 else index
+    row = cx.emit("Unsqueeze", cx.tensor(src), cx.const(np.asarray([axis], np.int64)))
+    return _slice_scatter(cx, x, row, axis, index, index + 1)
+
+
+@aten("col2im.default")
+def _col2im(cx, x, output_size, kernel_size, dilation, padding, stride):
+    """``fold``: every column's block summed into the image, which is a transposed convolution with
+    one one-hot filter per block position, grouped by channel."""
+    batched = cx.rank(x) == 3
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = kernel_size, dilation, padding, stride
+    height, width = output_size
+    rows, cols = [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, p, d, k, s in
+                  ((height, ph, dh, kh, sh), (width, pw, dw, kw, sw))]  # fmt: skip
+    per_block = cx.shape(x)[-2]
+    if not isinstance(per_block, int) or per_block % (kh * kw):
+        raise NotMapped("col2im over a symbolic number of channels")
+    channels = per_block // (kh * kw)
+    weight = np.zeros((per_block, 1, kh, kw), to_numpy(cx.out_dtype))
+    for c in range(channels):
+        for a in range(kh):
+            for b in range(kw):
+                weight[c * kh * kw + a * kw + b, 0, a, b] = 1
+    blocks = cx.emit("Reshape", cx.tensor(x), cx.int64s([0 if batched else 1, per_block, rows, cols]))
+    natural = [(rows - 1) * sh - 2 * ph + dh * (kh - 1) + 1, (cols - 1) * sw - 2 * pw + dw * (kw - 1) + 1]
+    y = cx.emit("ConvTranspose", blocks, cx.const(weight), group=channels, strides=[sh, sw], dilations=[dh, dw],
+                pads=[ph, pw, ph, pw], output_padding=[height - natural[0], width - natural[1]])  # fmt: skip
+    if not batched:
+        y = cx.emit("Squeeze", y, cx.const(np.asarray([0], np.int64)))
+    return cx.emit_typed("Identity", y)
 
 
 @aten("unfold.default")

@@ -27,13 +27,16 @@ MAPPED_HEADING = "## Mapped ops"
 
 def mapped_ops_section() -> str:
     """The ATen ops and JAX primitives with a converter: generated from the tables, nothing run."""
-    from irforge.frontends import jax_ops, torch_ops
+    from irforge.frontends import jax_ops, torch_complex, torch_ops
 
     aten = sorted(torch_ops.TABLE)
+    complex_ops = sorted(torch_complex.TABLE)
     prims = sorted(jax_ops.TABLE)
     lines = [MAPPED_HEADING, "",
              f"{len(aten)} PyTorch op overloads (`name.*` covers every overload of `name`):", "",
              ", ".join(f"`{a}`" for a in aten), "",
+             f"{len(complex_ops)} PyTorch op overloads on complex tensors, held as (real, imaginary) pairs:", "",
+             ", ".join(f"`{a}`" for a in complex_ops), "",
              f"{len(prims)} JAX primitives:", "",
              ", ".join(f"`{p}`" for p in prims), ""]  # fmt: skip
     return "\n".join(lines)

@@ -129,22 +129,21 @@ def test_nodes_carry_source_line_and_name_stack():
 
 
 def special(x):
-    bits = [lax.rng_bit_generator(jnp.full(4, seed, jnp.uint32), x.shape)[1] for seed in (1, 2)]
-    return x + bits[0].astype(x.dtype) + bits[1].astype(x.dtype) + lax.linalg.hessenberg(x)[0]
+    return lax.linalg.hessenberg(x)[0] + lax.linalg.hessenberg(x * 2)[0] + lax.linalg.tridiagonal(x)[0]
 
 
 def test_every_unmapped_primitive_is_reported_at_once():
     with pytest.raises(UnsupportedOpsError) as info:
         from_jax(special, _randn(3, 3))
     ops = {u.op: u for u in info.value.ops}
-    assert ops["rng_bit_generator"].count == 2 and "hessenberg" in ops
-    assert ops["rng_bit_generator"].location.startswith(__file__)
+    assert ops["hessenberg"].count == 2 and "tridiagonal" in ops
+    assert ops["hessenberg"].location.startswith(__file__)
 
 
 def test_keep_unmapped_keeps_them_as_jax_lax_nodes():
     model = from_jax(special, _randn(3, 3), keep_unmapped=True)
     kept = sorted(n.op_type for n in model.graph if n.domain == "jax.lax")
-    assert kept == ["hessenberg", "rng_bit_generator", "rng_bit_generator"]
+    assert kept == ["hessenberg", "hessenberg", "tridiagonal"]
 
 
 class _BesselPlugin:
@@ -491,3 +490,18 @@ def test_scatter_of_windows_wider_than_one_element_drops_or_clips_whole_windows(
     args = (x, y, upd, upd2, idx, idx2)
     assert_matches(from_jax(f, *args), list(args), _flat(jax.jit(f)(*args)),
                    backends=("reference", "onnxruntime", "xla"))  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", ["RNG_THREE_FRY", "RNG_PHILOX", "RNG_DEFAULT"])
+def test_rng_bit_generator_gives_xla_s_own_bits_and_next_key(algorithm):
+    alg = getattr(lax.RandomAlgorithm, algorithm)
+
+    def f(key):
+        outs = []
+        for shape, dtype in (((), jnp.uint32), ((5, 7), jnp.uint32), ((4, 3, 6), jnp.uint8), ((3,), jnp.uint16)):
+            key, bits = lax.rng_bit_generator(key, shape, dtype=dtype, algorithm=alg)
+            outs.append(bits)
+        return key, *outs
+
+    key = np.array([0xFFFFFFF0, 7, 0xFFFFFFFE, 3], np.uint32)  # counters that carry into the next word
+    assert_matches(from_jax(f, key), [key], _flat(jax.jit(f)(key)), backends=("reference", "onnxruntime", "xla"))

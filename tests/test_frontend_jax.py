@@ -505,3 +505,13 @@ def test_rng_bit_generator_gives_xla_s_own_bits_and_next_key(algorithm):
 
     key = np.array([0xFFFFFFF0, 7, 0xFFFFFFFE, 3], np.uint32)  # counters that carry into the next word
     assert_matches(from_jax(f, key), [key], _flat(jax.jit(f)(key)), backends=("reference", "onnxruntime", "xla"))
+
+
+def test_lu_pivots_to_permutation_and_householder_product_match_jit():
+    def f(pivots, a, taus):
+        return lax.linalg.lu_pivots_to_permutation(pivots, 6), lax.linalg.householder_product(a, taus)
+
+    pivots = np.array([[3, 3, 5, 4], [0, 2, 2, 5]], np.int32)  # repeats, a row swapped twice, a row kept
+    a, taus = RNG.normal(size=(2, 5, 3)).astype(np.float32), RNG.uniform(1.0, 2.0, size=(2, 3)).astype(np.float32)
+    assert_matches(from_jax(f, pivots, a, taus), [pivots, a, taus], _flat(jax.jit(f)(pivots, a, taus)),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip

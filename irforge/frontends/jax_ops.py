@@ -723,6 +723,39 @@ def _lu(cx, a, **_):
     return [packed, _cast_out(cx, pivots, 1), _cast_out(cx, perm, 2)]
 
 
+@prim("lu_pivots_to_permutation")
+def _lu_pivots_to_permutation(cx, pivots, *, permutation_size, **_):
+    """The row order that LAPACK's swaps (row i with row pivots[i], in turn) leave."""
+    pivots = cx.value(pivots)
+    count = cx.shape(pivots)[-1]
+    if not isinstance(count, int):
+        raise NotMapped("lu_pivots_to_permutation of a symbolic number of pivots")
+    dtype = cx.dtype(pivots)
+    order = cx.const(np.arange(permutation_size).astype(to_numpy(dtype)))
+    perm = cx.emit("Expand", order, cx.emit("Concat", cx.emit("Shape", pivots, end=-1),
+                                            cx.const(_i64([permutation_size])), axis=0))  # fmt: skip
+    positions = cx.const(np.arange(permutation_size).astype(to_numpy(dtype)))
+    for i in range(count):
+        target = cx.emit("Slice", pivots, cx.const(_i64([i])), cx.const(_i64([i + 1])), cx.const(_i64([-1])))
+        here = cx.emit("Slice", perm, cx.const(_i64([i])), cx.const(_i64([i + 1])), cx.const(_i64([-1])))
+        there = cx.emit("GatherElements", perm, cx.emit("Cast", target, to=int(DataType.INT64)), axis=-1)
+        at_target = cx.emit("Equal", positions, target)
+        perm = cx.emit("Where", at_target, here, cx.emit("Where", cx.const(np.arange(permutation_size) == i), there,
+                                                           perm))  # fmt: skip
+    return cx.typed("Identity", perm)
+
+
+@prim("householder_product")
+def _householder_product(cx, a, taus, **_):
+    """LAPACK's orgqr: the first n columns of the product of the reflectors stored below a's diagonal."""
+    a, taus = cx.value(a), cx.value(taus)
+    shape = linalg.static_matrix(a, "householder_product")
+    count = cx.shape(taus)[-1]
+    if not isinstance(count, int):
+        raise NotMapped("householder_product with a symbolic number of reflectors")
+    return cx.typed("Identity", linalg.householder_product(cx, a, taus, count, shape[-1], shape))
+
+
 @prim("tridiagonal_solve")
 def _tridiagonal_solve(cx, dl, d, du, b, *, perturb_singular=False, **_):
     """LAPACK's gtsv, as XLA's CPU calls it (NaN for a singular system)."""

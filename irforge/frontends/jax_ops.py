@@ -748,12 +748,7 @@ def _lu_pivots_to_permutation(cx, pivots, *, permutation_size, **_):
 @prim("householder_product")
 def _householder_product(cx, a, taus, **_):
     """LAPACK's orgqr: the first n columns of the product of the reflectors stored below a's diagonal."""
-    a, taus = cx.value(a), cx.value(taus)
-    shape = linalg.static_matrix(a, "householder_product")
-    count = cx.shape(taus)[-1]
-    if not isinstance(count, int):
-        raise NotMapped("householder_product with a symbolic number of reflectors")
-    return cx.typed("Identity", linalg.householder_product(cx, a, taus, count, shape[-1], shape))
+    return cx.typed("Identity", linalg.orgqr(cx, cx.value(a), cx.value(taus)))
 
 
 @prim("tridiagonal_solve")

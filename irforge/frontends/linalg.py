@@ -209,6 +209,16 @@ def householder_product(e: Emitter, packed: Value, taus: Value, count: int, colu
     return q
 
 
+def orgqr(e: Emitter, a: Value, taus: Value) -> Value:
+    """``householder_product`` as torch and JAX expose it: the first n columns of the product of the
+    reflectors stored below the diagonal of ``a`` [..., m, n], scaled by ``taus``."""
+    shape = static_matrix(a, "householder_product")
+    count = taus.type.shape[-1] if taus.type is not None and taus.type.shape else None
+    if not isinstance(count, int):
+        raise NotMapped("householder_product with a symbolic number of reflectors")
+    return householder_product(e, a, taus, count, shape[-1], shape)
+
+
 def tridiagonal_solve(e: Emitter, dl: Value, d: Value, du: Value, b: Value) -> Value:
     """X with A X = B for the tridiagonal A of diagonals ``dl`` (A[i, i-1]), ``d``, ``du``
     (A[i, i+1]), each [..., m], and B [..., m, k]: LAPACK's ``gtsv``, Gaussian elimination with

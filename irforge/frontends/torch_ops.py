@@ -3050,12 +3050,7 @@ def _geqrf(cx, a):
 
 @aten("linalg_householder_product.default")
 def _householder_product(cx, a, tau):
-    a, tau = cx.tensor(a), cx.tensor(tau)
-    shape = linalg.static_matrix(a, "householder_product")
-    count = cx.shape(tau)[-1]
-    if not isinstance(count, int):
-        raise NotMapped("householder_product with a symbolic number of reflectors")
-    return cx.emit_typed("Identity", linalg.householder_product(cx, a, tau, count, shape[-1], shape))
+    return cx.emit_typed("Identity", linalg.orgqr(cx, cx.tensor(a), cx.tensor(tau)))
 
 
 @aten("_linalg_svd.default")

@@ -334,3 +334,35 @@ def test_random_ops_draw_anew_at_every_call_on_xla_and_a_seed_fixes_them(tmp_pat
     np.testing.assert_array_equal(seeded, again[3])  # a seed fixes the numbers
     assert len(set(steps.tolist())) == 3 and (steps > 0).all()  # every Loop step drew its own
     assert not np.array_equal(coin, again[0]) and not np.array_equal(steps, again[4])  # a new key each call
+
+
+def _col2im_model(image, block, **attrs):
+    from onnx import TensorProto, helper
+
+    channels, positions = 2, 1
+    nd = len(image)
+    pads = attrs.get("pads", [0] * 2 * nd)
+    for i in range(nd):
+        span = image[i] + pads[i] + pads[i + nd] - attrs.get("dilations", [1] * nd)[i] * (block[i] - 1) - 1
+        positions *= span // attrs.get("strides", [1] * nd)[i] + 1
+    rows = channels * int(np.prod(block))
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, rows, positions])
+    graph = helper.make_graph([node], "col2im", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("image", TensorProto.INT64, [nd], image),
+                               helper.make_tensor("block", TensorProto.INT64, [nd], block)])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), (2, rows, positions)
+
+
+@pytest.mark.parametrize("image,block,attrs", [
+    ([5, 5], [2, 2], {}),
+    ([8, 6], [2, 3], {"pads": [1, 0, 1, 0], "strides": [2, 1], "dilations": [2, 1]}),
+    ([4, 3, 5], [2, 1, 2], {"strides": [1, 2, 1]}),
+])  # fmt: skip
+def test_col2im_with_constant_shapes_lowers_to_xla_and_matches_the_reference(image, block, attrs):
+    proto, shape = _col2im_model(image, block, **attrs)
+    model = irforge.load(proto)
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    want = irforge.compile(model, "reference")(x)[0]
+    np.testing.assert_allclose(irforge.compile(model, "xla")(x)[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(irforge.compile(model, "onnxruntime")(x)[0], want, rtol=1e-5, atol=1e-5)

@@ -1379,3 +1379,29 @@ def _dft(node, args):
     if onesided:
         y = jnp.take(y, jnp.arange(n // 2 + 1), axis=axis)
     return [jnp.stack([y.real, y.imag], axis=-1).astype(x.dtype)]
+
+
+@rule("Col2Im")
+def _col2im(node, args):
+    """Each block position's column added into the padded image at its strided, dilated offsets."""
+    import itertools
+
+    jnp = _jnp()
+    x = args[0]
+    image, block = _ints(args[1], "Col2Im's image shape"), _ints(args[2], "Col2Im's block shape")
+    nd = len(image)
+    dilations = list(node.attr("dilations") or [1] * nd)
+    pads = list(node.attr("pads") or [0] * (2 * nd))
+    strides = list(node.attr("strides") or [1] * nd)
+    padded_size = [image[i] + pads[i] + pads[i + nd] for i in range(nd)]
+    grid = [(padded_size[i] - dilations[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(nd)]
+    n, per_block = x.shape[0], x.shape[1]
+    channels = per_block // math.prod(block)
+    cols = x.reshape(n, channels, *block, *grid)
+    out = jnp.zeros((n, channels, *padded_size), x.dtype)
+    whole = (slice(None), slice(None))
+    for offset in itertools.product(*(range(b) for b in block)):
+        spots = tuple(slice(o * d, o * d + (g - 1) * s + 1, s)
+                      for o, d, g, s in zip(offset, dilations, grid, strides, strict=True))  # fmt: skip
+        out = out.at[(*whole, *spots)].add(cols[(*whole, *offset)])
+    return [out[(*whole, *(slice(pads[i], pads[i] + image[i]) for i in range(nd)))]]

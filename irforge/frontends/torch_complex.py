@@ -25,15 +25,12 @@ import numpy as np
 from ..core_ir.dtypes import DataType
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
+from . import complex_pairs as pairs
 from .common import NotMapped
 
 TABLE: dict = {}
 """``aten.name.overload`` → converter for FX nodes that read or make a complex tensor."""
 
-DFT_OPSET = 20
-"""``DFT`` takes its axis as an input from opset 20."""
-
-_PART = {DataType.COMPLEX64: DataType.FLOAT, DataType.COMPLEX128: DataType.DOUBLE}
 
 
 def complex_op(*names: str):
@@ -67,10 +64,7 @@ def _reads_complex(cx, index: int) -> bool:
 
 def _pair_type(cx) -> TensorType:
     """The IR type of the node's complex output: its real part's dtype, its shape plus ``(2,)``."""
-    out = cx.out_dtype
-    if out not in _PART:
-        raise NotMapped(f"complex dtype {out.name}")
-    return TensorType(_PART[out], (*cx.out_shape, 2))
+    return TensorType(pairs.part_dtype(cx.out_dtype), (*cx.out_shape, 2))
 
 
 def _typed(cx, v: Value) -> Value:
@@ -79,10 +73,7 @@ def _typed(cx, v: Value) -> Value:
 
 
 def _static(cx, v: Value, axis: int) -> int:
-    n = cx.shape(v)[axis]
-    if not isinstance(n, int):
-        raise NotMapped("an FFT or complex op over a symbolic size")
-    return n
+    return pairs.static_size(cx, v, axis)
 
 
 def _axis(dim: int, complex_rank: int) -> int:
@@ -91,27 +82,16 @@ def _axis(dim: int, complex_rank: int) -> int:
 
 
 def _part(cx, x: Value, index: int) -> Value:
-    """The real (0) or imaginary (1) part of pair tensor ``x``."""
-    part = cx.emit("Gather", x, cx.const(np.asarray(index, np.int64)), axis=-1)
-    if x.type is not None and x.type.shape is not None:
-        part.type = TensorType(x.type.dtype, x.type.shape[:-1])
-    return part
-
-
-def _pair(cx, re: Value, im: Value) -> Value:
-    last = cx.const(np.asarray([-1], np.int64))
-    return cx.emit("Concat", cx.emit("Unsqueeze", re, last), cx.emit("Unsqueeze", im, last), axis=-1)
+    return pairs.part(cx, x, index)
 
 
 def _from_real(cx, x: Value) -> Value:
-    """Real tensor ``x`` as a pair tensor of the output's part dtype, its imaginary part zero."""
-    rank = len(cx.shape(x))
-    real = cx.emit("Unsqueeze", cx.cast(x, _pair_type(cx).dtype), cx.const(np.asarray([-1], np.int64)))
-    return cx.emit("Pad", real, cx.const(np.asarray([0] * (2 * rank + 1) + [1], np.int64)))
+    """Real tensor ``x`` as a pair tensor of the output's part dtype."""
+    return pairs.from_real(cx, x, _pair_type(cx).dtype)
 
 
 def _conjugate(cx, x: Value, dtype: DataType | None = None) -> Value:
-    return cx.emit("Mul", x, cx.const(np.asarray([1, -1]), dtype or cx.dtype(x)))
+    return pairs.conjugate(cx, x, dtype)
 
 
 # -- copies, views, conversions ------------------------------------------------------------------
@@ -141,7 +121,7 @@ def _conj(cx, x):
 
 @complex_op("abs.default")
 def _abs(cx, x):
-    return _typed(cx, cx.emit("ReduceL2", x, cx.const(np.asarray([-1], np.int64)), keepdims=0))
+    return _typed(cx, pairs.magnitude(cx, x))
 
 
 @complex_op("slice.Tensor", "slice_copy.Tensor")
@@ -275,28 +255,10 @@ def _mul(cx, a, b):
         else:
             r = cx.const(np.asarray(r), part)
         return _typed(cx, cx.emit("Mul", cx.cast(z, part), r))
-    a, b = _operand(cx, 0, a), _operand(cx, 1, b)
-    ar, ai, br, bi = _part(cx, a, 0), _part(cx, a, 1), _part(cx, b, 0), _part(cx, b, 1)
-    re = cx.emit("Sub", cx.emit("Mul", ar, br), cx.emit("Mul", ai, bi))
-    im = cx.emit("Add", cx.emit("Mul", ar, bi), cx.emit("Mul", ai, br))
-    return _typed(cx, _pair(cx, re, im))
+    return _typed(cx, pairs.multiply(cx, _operand(cx, 0, a), _operand(cx, 1, b)))
 
 
 # -- FFT -----------------------------------------------------------------------------------------
-
-
-def _dft(cx, x: Value, axis: int, *, inverse: bool = False, onesided: bool = False) -> Value:
-    """One ``DFT`` along ``axis`` of pair (or ``[..., 1]`` real) tensor ``x``; unnormalized both ways."""
-    cx.importer.require_opset(DFT_OPSET)
-    n = _static(cx, x, axis)
-    y = cx.emit("DFT", x, None, cx.const(np.asarray(axis, np.int64)), inverse=int(inverse), onesided=int(onesided))
-    shape = list(cx.shape(x))
-    shape[axis], shape[-1] = (n // 2 + 1 if onesided else n), 2
-    y.type = TensorType(cx.dtype(x), tuple(shape))
-    if inverse:  # ONNX's inverse divides by n; torch's normalization is applied separately
-        y = cx.emit("Mul", y, cx.const(np.asarray(n), cx.dtype(x)))
-        y.type = TensorType(cx.dtype(x), tuple(shape))
-    return y
 
 
 def _normalize(cx, y: Value, normalization: int, n: int) -> Value:
@@ -316,7 +278,7 @@ def _fft_c2c(cx, x, dim, normalization, forward):
     for d in dim:
         axis = _axis(d, rank)
         size *= _static(cx, x, axis)
-        x = _dft(cx, x, axis, inverse=not forward)
+        x = pairs.dft(cx, x, axis, inverse=not forward)
     return _typed(cx, _normalize(cx, x, normalization, size))
 
 
@@ -325,43 +287,20 @@ def _fft_r2c(cx, x, dim, normalization, onesided):
     rank = len(cx.out_shape)
     axes = [_axis(d, rank) for d in dim]
     size = math.prod(_static(cx, x, a) for a in axes)
-    part = _pair_type(cx).dtype
-    y = cx.emit("Unsqueeze", cx.cast(x, part), cx.const(np.asarray([-1], np.int64)))
-    y.type = TensorType(part, (*cx.shape(x), 1))
-    y = _dft(cx, y, axes[-1], onesided=bool(onesided))  # pocketfft: the last axis real-to-complex first
-    for axis in axes[:-1]:
-        y = _dft(cx, y, axis)
+    if onesided:
+        y = pairs.real_to_complex(cx, x, axes, _pair_type(cx).dtype)
+    else:
+        y = pairs.from_real(cx, x, _pair_type(cx).dtype)
+        for axis in axes:
+            y = pairs.dft(cx, y, axis)
     return _typed(cx, _normalize(cx, y, normalization, size))
 
 
 @complex_op("_fft_c2r.default")
 def _fft_c2r(cx, x, dim, normalization, last_dim_size):
-    """Inverse transforms over ``dim[:-1]``, then the last axis from its ``n // 2 + 1`` half spectrum:
-    the other half is the conjugate mirror, and the real part of the inverse is the signal (the
-    imaginary parts of the DC and Nyquist terms drop out there, as in pocketfft's c2r)."""
+    """Inverse transforms over ``dim``, the last from its half spectrum (:func:`pairs.complex_to_real`)."""
     rank = len(cx.out_shape)
     axes = [_axis(d, rank) for d in dim]
-    n, half = int(last_dim_size), int(last_dim_size) // 2 + 1
-    size = n
-    for axis in axes[:-1]:
-        size *= _static(cx, x, axis)
-        x = _dft(cx, x, axis, inverse=True)
-    axis = axes[-1]
-    have = _static(cx, x, axis)
-    dtype, shape = cx.dtype(x), list(cx.shape(x))
-    ax = cx.const(np.asarray([axis], np.int64))
-    if have > half:
-        x = cx.emit("Slice", x, cx.int64s([0]), cx.int64s([half]), ax)
-    elif have < half:
-        pads = [0] * (2 * (rank + 1))
-        pads[rank + 1 + axis] = half - have
-        x = cx.emit("Pad", x, cx.int64s(pads))
-    shape[axis] = half
-    x.type = TensorType(dtype, tuple(shape))
-    if n - half > 0:
-        mirror = cx.emit("Slice", x, cx.int64s([n - half]), cx.int64s([0]), ax, cx.int64s([-1]))
-        x = cx.emit("Concat", x, _conjugate(cx, mirror, dtype), axis=axis)
-        shape[axis] = n
-        x.type = TensorType(dtype, tuple(shape))
-    y = _part(cx, _dft(cx, x, axis, inverse=True), 0)
+    size = int(last_dim_size) * math.prod(_static(cx, x, a) for a in axes[:-1])
+    y = pairs.complex_to_real(cx, x, axes, int(last_dim_size), scaled=False)
     return _typed(cx, _normalize(cx, y, normalization, size))

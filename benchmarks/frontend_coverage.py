@@ -27,7 +27,7 @@ MAPPED_HEADING = "## Mapped ops"
 
 def mapped_ops_section() -> str:
     """The ATen ops and JAX primitives with a converter: generated from the tables, nothing run."""
-    from irforge.frontends import jax_ops, torch_complex, torch_ops
+    from irforge.frontends import jax_complex, jax_ops, torch_complex, torch_ops
 
     aten = sorted(torch_ops.TABLE)
     complex_ops = sorted(torch_complex.TABLE)
@@ -38,7 +38,9 @@ def mapped_ops_section() -> str:
              f"{len(complex_ops)} PyTorch op overloads on complex tensors, held as (real, imaginary) pairs:", "",
              ", ".join(f"`{a}`" for a in complex_ops), "",
              f"{len(prims)} JAX primitives:", "",
-             ", ".join(f"`{p}`" for p in prims), ""]  # fmt: skip
+             ", ".join(f"`{p}`" for p in prims), "",
+             f"{len(jax_complex.TABLE)} JAX primitives on complex values, held as (real, imaginary) pairs:", "",
+             ", ".join(f"`{p}`" for p in sorted(jax_complex.TABLE)), ""]  # fmt: skip
     return "\n".join(lines)
 
 

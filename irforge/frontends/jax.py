@@ -25,6 +25,7 @@ from ..core_ir.node import Node
 from ..core_ir.tensors import NumpyTensor
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
+from . import jax_complex
 from .common import (
     FRAMEWORK_OP,
     MODULE,
@@ -82,11 +83,26 @@ def from_jaxpr(closed, *, input_names: Sequence[str] | None = None, keep_unmappe
     from . import jax_ops
 
     table = {**jax_ops.TABLE, **plugin_converters("jax")}
-    unmapped = Unmapped()
-    _scan(closed.jaxpr, table, unmapped)
+    unmapped, complex_unmapped = Unmapped(), Unmapped()
+    _scan(closed.jaxpr, table, unmapped, complex_unmapped)
+    jaxpr = closed.jaxpr
+    for what, variables in (("input", jaxpr.invars), ("output", jaxpr.outvars)):
+        if any(jax_complex.is_complex(getattr(v, "aval", None)) for v in variables):
+            complex_unmapped.add(f"complex function {what}", "", _COMPLEX_IO_WHY)
+    advice = _COMPLEX_ADVICE if complex_unmapped.ops else ""
     if not keep_unmapped:
-        unmapped.raise_if_any("jax")
+        unmapped.ops.update(complex_unmapped.ops)
+        unmapped.raise_if_any("jax", advice)
+    complex_unmapped.raise_if_any("jax", advice)
     return _Importer(table, keep_unmapped).run(closed, list(input_names or []))
+
+
+_COMPLEX_WHY = ("irforge holds complex values as (real, imaginary) pairs, which only the primitives of "
+                "irforge.frontends.jax_complex handle")  # fmt: skip
+_COMPLEX_IO_WHY = ("ONNX runtimes cannot pass complex arrays: take and return their real and imaginary parts "
+                   "(jnp.real, jnp.imag, lax.complex) instead")  # fmt: skip
+_COMPLEX_ADVICE = ("Primitives on complex numbers can be neither mapped from a plugin nor kept: rewrite them in "
+                   "real arithmetic on the real and imaginary parts.")  # fmt: skip
 
 
 def _specs(jax, args, abstracted_axes):
@@ -134,13 +150,20 @@ def _subjaxprs(params: dict):
                 yield x
 
 
-def _scan(jaxpr, table, unmapped: Unmapped) -> None:
+def _scan(jaxpr, table, unmapped: Unmapped, complex_unmapped: Unmapped) -> None:
+    constant = set(jaxpr.constvars)
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if name not in table:
+        known = all(type(v).__name__ == "Literal" or v in constant for v in eqn.invars)
+        if known and not eqn.effects and not any(True for _ in _subjaxprs(eqn.params)):
+            constant.update(eqn.outvars)
+        if jax_complex.touches_complex(eqn):
+            if name not in jax_complex.TABLE and not known:  # a constant one is evaluated by JAX at import
+                complex_unmapped.add(f"{name} on complex numbers", location(eqn), _COMPLEX_WHY)
+        elif name not in table:
             unmapped.add(name, location(eqn))
         for sub in _subjaxprs(eqn.params):
-            _scan(sub, table, unmapped)
+            _scan(sub, table, unmapped, complex_unmapped)
 
 
 def location(eqn) -> str:
@@ -279,6 +302,8 @@ class _Importer:
     def _bind_consts(self, g: Graph, constvars, consts, env) -> None:
         for var, c in zip(constvars, consts, strict=True):
             arr = np.asarray(c)
+            if arr.dtype.kind == "c":  # the pair layout (jax_complex)
+                arr = np.stack([arr.real, arr.imag], axis=-1) if arr.size > 16 else arr
             if arr.size <= 16:
                 env[var] = arr  # small constants fold into their users
                 continue
@@ -323,6 +348,10 @@ class _Importer:
         if stack:
             cx.metadata[MODULE] = stack
         fn = self.table.get(name)
+        if jax_complex.touches_complex(eqn):
+            if not any(isinstance(a, Value) for a in args):
+                return jax_complex.evaluate(eqn, args)
+            fn = jax_complex.TABLE.get(name)
         first = len(cx.b.created)
         try:
             if fn is None:

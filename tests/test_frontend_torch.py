@@ -1273,3 +1273,31 @@ def test_grouped_transposed_convolution_runs_on_the_reference_interpreter_too():
     x = torch.randn(2, 4, 5, 4)
     assert_matches(from_torch(module, (x,)), [x.numpy()], _eager(module, (x,)),
                    backends=("reference", "onnxruntime", "xla"), rtol=1e-5, atol=1e-5)  # fmt: skip
+
+
+class _Backward(torch.nn.Module):
+    """The core ATen backward ops of a training step, called as a joint graph holds them."""
+
+    def forward(self, x, w, g_conv, g_pool, g_avg, ln_x, ln_w, ln_b, g_ln, gn_x, gn_w, gn_b, idx, g_emb):
+        a = torch.ops.aten
+        conv = a.convolution_backward(g_conv, x, w, [4], [2, 1], [1, 0], [1, 2], False, [0, 0], 2, [True, True, True])
+        pool = a._adaptive_avg_pool2d_backward(g_pool, x)
+        avg = a.avg_pool2d_backward(g_avg, x, [3, 2], [2, 2], [1, 1], False, False, None)
+        out, mean, rstd = a.native_layer_norm(ln_x, [5], ln_w, ln_b, 1e-5)
+        ln = a.native_layer_norm_backward(g_ln, ln_x, [5], mean, rstd, ln_w, ln_b, [True, True, True])
+        _, gmean, grstd = a.native_group_norm(gn_x, gn_w, gn_b, 2, 6, 12, 3, 1e-5)
+        gn = a.native_group_norm_backward(g_ln.new_ones(1) * gn_x, gn_x, gmean, grstd, gn_w, 2, 6, 12, 3,
+                                          [True, True, True])  # fmt: skip
+        emb = a.embedding_dense_backward(g_emb, idx, 7, 2, True)
+        return (*conv, pool, avg, *ln, *gn, emb)
+
+
+def test_backward_ops_of_a_training_step_match_eager():
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 4, 9, 8), torch.randn(4, 2, 3, 3)  # 2 groups of 2 channels
+    args = (x, w, torch.randn(2, 4, 5, 4), torch.randn(2, 4, 3, 5), torch.randn(2, 4, 5, 5), torch.randn(3, 4, 5),
+            torch.randn(5), torch.randn(5), torch.randn(3, 4, 5), torch.randn(2, 6, 3, 4), torch.randn(6),
+            torch.randn(6), torch.tensor([[1, 2, 3], [2, 2, 6]]), torch.randn(2, 3, 4))  # fmt: skip
+    module = _Backward()
+    assert_matches(from_torch(module, args), [a.numpy() for a in args], _eager(module, args),
+                   backends=("reference", "onnxruntime", "xla"), rtol=1e-4, atol=1e-4)  # fmt: skip

@@ -19,7 +19,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, is_floating, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
-from . import incomplete, jacobi, ldl, linalg, polynomials, special
+from . import incomplete, jacobi, ldl, linalg, polynomials, special, torch_backward
 from .common import NotMapped
 
 TABLE: dict = {}
@@ -3489,3 +3489,6 @@ def _multinomial(cx, weights, num_samples, replacement=False, *, generator=None)
     last = cx.emit("ArgMax", positive, axis=-1, keepdims=1, select_last_index=1)
     past_end = cx.emit("GreaterOrEqual", index, cx.const(np.asarray(n, np.int64)))
     return cx.emit_typed("Where", past_end, last, index)
+
+
+torch_backward.register(aten)

@@ -1283,7 +1283,7 @@ class _Backward(torch.nn.Module):
         conv = a.convolution_backward(g_conv, x, w, [4], [2, 1], [1, 0], [1, 2], False, [0, 0], 2, [True, True, True])
         pool = a._adaptive_avg_pool2d_backward(g_pool, x)
         avg = a.avg_pool2d_backward(g_avg, x, [3, 2], [2, 2], [1, 1], False, False, None)
-        out, mean, rstd = a.native_layer_norm(ln_x, [5], ln_w, ln_b, 1e-5)
+        _, mean, rstd = a.native_layer_norm(ln_x, [5], ln_w, ln_b, 1e-5)
         ln = a.native_layer_norm_backward(g_ln, ln_x, [5], mean, rstd, ln_w, ln_b, [True, True, True])
         _, gmean, grstd = a.native_group_norm(gn_x, gn_w, gn_b, 2, 6, 12, 3, 1e-5)
         gn = a.native_group_norm_backward(g_ln.new_ones(1) * gn_x, gn_x, gmean, grstd, gn_w, 2, 6, 12, 3,

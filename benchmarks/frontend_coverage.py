@@ -32,7 +32,10 @@ def mapped_ops_section() -> str:
     aten = sorted(torch_ops.TABLE)
     complex_ops = sorted(torch_complex.TABLE)
     prims = sorted(jax_ops.TABLE)
+    core, missing = _core_aten(set(aten) | set(complex_ops))
     lines = [MAPPED_HEADING, "",
+             f"Core ATen (the op overloads PyTorch tags `core`): {core - len(missing)} of {core} mapped"
+             + (f"; not mapped: {', '.join(f'`{m}`' for m in missing)}." if missing else "."), "",
              f"{len(aten)} PyTorch op overloads (`name.*` covers every overload of `name`):", "",
              ", ".join(f"`{a}`" for a in aten), "",
              f"{len(complex_ops)} PyTorch op overloads on complex tensors, held as (real, imaginary) pairs:", "",
@@ -42,6 +45,27 @@ def mapped_ops_section() -> str:
              f"{len(jax_complex.TABLE)} JAX primitives on complex values, held as (real, imaginary) pairs:", "",
              ", ".join(f"`{p}`" for p in sorted(jax_complex.TABLE)), ""]  # fmt: skip
     return "\n".join(lines)
+
+
+def _core_aten(mapped: set[str]) -> tuple[int, list[str]]:
+    """How many ATen overloads are tagged ``core``, and those without a converter."""
+    import torch
+
+    count, missing = 0, []
+    for schema in torch._C._jit_get_all_schemas():  # every registered schema, loaded or not
+        if not schema.name.startswith("aten::"):
+            continue
+        name, overload = schema.name[len("aten::"):], schema.overload_name or "default"
+        try:
+            op = getattr(getattr(torch.ops.aten, name), overload)
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.core in op.tags:
+            count += 1
+            key = f"aten.{name}.{overload}"
+            if key not in mapped and f"aten.{name}.*" not in mapped:
+                missing.append(key)
+    return count, sorted(missing)
 
 
 def _run(suite: str, args) -> list[dict]:

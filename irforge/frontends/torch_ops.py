@@ -1828,6 +1828,12 @@ def _sym_stride(cx, x, dim):
     return cx.emit("ReduceProd", cx.emit("Shape", x, start=axis + 1), keepdims=0)
 
 
+@aten("sym_is_contiguous.default")
+def _sym_is_contiguous(cx, x, memory_format=None):
+    """True: IR tensors have no strides, and ``torch.export`` traces contiguous inputs."""
+    return cx.const(np.asarray(True))
+
+
 @aten("sym_numel.default")
 def _sym_numel(cx, x):
     return cx.emit("Size", x)
@@ -3069,7 +3075,7 @@ def _typed_as(cx, v: Value, index: int) -> Value:
     return out
 
 
-@aten("resize.default")
+@aten("resize.default", "resize_.default")
 def _resize(cx, x, size, memory_format=None):
     """The functional ``resize_``: the first ``prod(size)`` elements of ``x`` in the new shape.  Growing
     is refused: torch leaves the new elements uninitialized."""

@@ -635,8 +635,8 @@ def _pow(cx, a, b):
     return cx.emit_typed("Pow", cx.tensor(a), cx.tensor(b))
 
 
-@aten("atan2.default")
-def _atan2(cx, y, x):
+@aten("atan2.default", "atan2.out")
+def _atan2(cx, y, x, out=None):  # an out= variant returns what it writes
     y, x = cx.tensor(y), cx.tensor(x)
     base = cx.emit("Atan", cx.emit("Div", y, x))
     pi = cx.tensor(math.pi)

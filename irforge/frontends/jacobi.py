@@ -213,11 +213,6 @@ def _column_norms(e: Emitter, w: Value) -> Value:
     return e.emit("Sqrt", e.emit("ReduceSum", e.emit("Mul", w, w), e.const(_i64([-2])), keepdims=0))
 
 
-def singular_values(e: Emitter, a: Value) -> Value:
-    """The singular values of ``a`` [..., m, n], descending."""
-    return svd(e, a, vectors=False)[1]
-
-
 def svd(e: Emitter, a: Value, *, vectors: bool = True, full_matrices: bool = False
         ) -> tuple[Value | None, Value, Value | None]:  # fmt: skip
     """``U, S, Vᵀ`` of ``a`` [..., m, n]: S descending [..., k] (k = min(m, n)); U [..., m, k] and

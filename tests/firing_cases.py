@@ -34,6 +34,16 @@ CONV_BN = """  graph @conv_bn(%x: f32[2,3,8,8]) {
   }
 """
 
+PAD_CONV = """  graph @pad_conv(%x: f32[2,3,7,6]) {
+    init %w = RANDOM<f32[4,3,3,3]>
+    init %b = RANDOM<f32[4]>
+    init %pads = dense<i64[8]>[0, 0, 1, 2, 0, 0, 0, 1]
+    %p = Pad(%x, %pads)
+    %c = Conv(%p, %w, %b) <pads = ints[1, 0, 1, 0]>
+    return %c
+  }
+"""
+
 MATMUL_ADD = """  graph @linear(%x: f32[2,5,8]) {
     init %w1 = RANDOM<f32[8,6]>
     init %b1 = RANDOM<f32[6]>
@@ -140,6 +150,7 @@ COMPOSED = """  graph @composed(%x: f32[2,3,8]) {
 
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
+    "fuse-pad-conv": {"pad-conv": PAD_CONV},
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},
     "constant-fold": {"constants": FOLD},

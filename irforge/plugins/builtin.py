@@ -13,6 +13,8 @@ from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
 from ..passes.fuse_conv_bn import FuseConvBatchNorm
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
 from ..passes.fuse_matmul_add import FuseMatMulAdd
+from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
+from ..passes.fuse_pad_conv import FusePadConv
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
 from ..passes.shape_inference import ShapeInference
@@ -25,13 +27,13 @@ def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
-        FuseConvBatchNorm, ExpandFunctions,
+        FuseConvBatchNorm, ExpandFunctions, FusePadConv,
     ]  # fmt: skip
 
 
 @hookimpl
 def irforge_register_patterns() -> list:
-    return [*PATTERNS, *FUSION_PATTERNS, *CONV_PATTERNS]
+    return [*PATTERNS, *FUSION_PATTERNS, *CONV_PATTERNS, *PAD_PATTERNS]
 
 
 @hookimpl

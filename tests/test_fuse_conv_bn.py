@@ -6,15 +6,18 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
+import torch
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
 import irforge
 from irforge.backends.onnx import to_proto
 from irforge.core_ir import interpret, verify_model
+from irforge.frontends import from_torch
 from irforge.passes.fuse_conv_bn import per_channel
 from irforge.passes.manager import PassManager
 from irforge.plugins import build_registry
+from irforge.testing import assert_preserves_semantics
 
 REGISTRY = build_registry(discover=False)
 RNG = np.random.default_rng(1)
@@ -181,3 +184,45 @@ def test_a_filled_weight_is_not_materialised_for_a_per_channel_scale(tail, inits
     model = irforge.from_onnx(_filled_weight_model(tail, inits))
     PassManager.parse("shape-inference,fuse-conv-bn", REGISTRY.runnable).run(model)
     assert [n.op_type for n in model.graph] == ["ConstantOfShape", "Conv", tail[0].op_type]
+
+
+class _LinearAndDeconvNorms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.bn1 = torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5)
+        self.up, self.bn2 = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2), torch.nn.BatchNorm2d(6)
+        self.fc2, self.bn3 = torch.nn.Linear(6, 5, bias=False), torch.nn.BatchNorm1d(5)
+
+    def forward(self, x, img):
+        return self.bn1(self.fc(x)), self.bn2(self.up(img)), self.bn3(self.fc2(x))
+
+
+def test_batchnorm_after_a_gemm_or_a_transposed_convolution_folds_into_its_weights():
+    torch.manual_seed(0)
+    module = _LinearAndDeconvNorms()
+    for bn in (module.bn1, module.bn2, module.bn3):  # statistics far from the identity
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.uniform_(0.5, 1.5)
+        bn.bias.data.uniform_(-1, 1)
+    module.eval()
+    args = (torch.randn(3, 6), torch.randn(2, 4, 5, 4))
+    model = from_torch(module, args)
+    feeds = {"x": args[0].numpy(), "img": args[1].numpy()}
+    optimized = assert_preserves_semantics("O1", model, feeds)  # the linear layers become Gemm first
+    assert "BatchNormalization" not in {n.op_type for n in optimized.graph}
+
+
+def test_batchnorm_after_a_gemm_whose_result_is_read_elsewhere_stays():
+    class Both(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.bn = torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return self.bn(h), h
+
+    x = torch.randn(3, 6)
+    optimized = assert_preserves_semantics("O1", from_torch(Both().eval(), (x,)), {"x": x.numpy()})
+    assert "BatchNormalization" in {n.op_type for n in optimized.graph}

@@ -1,4 +1,5 @@
-"""fuse-conv-bn: per-channel affine steps after a Conv folded into its weights and bias.
+"""fuse-conv-bn: per-channel affine steps after a Conv folded into its weights and bias (and an
+inference BatchNormalization after a Gemm, a 2-D MatMul or a ConvTranspose into theirs).
 
 In inference a BatchNormalization is ``x * s + t`` per channel, with ``s = scale / sqrt(var + eps)``
 and ``t = bias - mean * s``; a Conv with constant weights absorbs it exactly (``W * s`` per output
@@ -220,6 +221,73 @@ def _bn_add(b, m: Match):
     return _bn(b, m, np.ones(m.constant("scale").size), _k(m))
 
 
+def _linear_bn_check(m: Match) -> bool:
+    """Gemm or ConvTranspose + inference BatchNormalization: constant weights (and bias), one float
+    type, a result read only by the BatchNormalization, channels that agree."""
+    if not _inference_bn(m, 0):
+        return False
+    if m.constant("w") is None or ("b" in m.values and m.constant("b") is None):
+        return m.fail("the weight or bias is not constant")
+    names = ("x", "w", "b") if "b" in m.values else ("x", "w")
+    if not _one_float_type(m, *names, "scale", "bias", "mean", "var"):
+        return m.fail("the dtypes are not one float type")
+    if not _inner_single_use(m):
+        return m.fail("the result is read elsewhere")
+    inner = m.nodes[-1]
+    channels = m.constant("scale").size
+    if inner.op_type in ("Gemm", "MatMul"):
+        if m.rank("x") != 2 or inner.attr("alpha", 1.0) == 0 or ("b" in m.values and inner.attr("beta", 1.0) == 0):
+            return m.fail("the Gemm's input is not 2-D, or alpha or beta is 0")
+        w = m.constant("w")
+        features = w.shape[0] if inner.attr("transB", 0) else w.shape[-1]
+        if w.ndim != 2 or features != channels:
+            return m.fail("the Gemm's features are not the BatchNormalization's channels")
+        if "b" in m.values and m.constant("b").ndim > 2:
+            return m.fail("the Gemm's bias has more than two axes")
+        return True
+    group = int(inner.attr("group", 1))
+    w = m.constant("w")
+    if w.ndim < 3 or w.shape[1] * group != channels:
+        return m.fail("the ConvTranspose's output channels are not the BatchNormalization's")
+    if "b" in m.values and m.constant("b").shape != (channels,):
+        return m.fail("the bias is not a vector per output channel")
+    return True
+
+
+def _gemm_bn(b, m: Match):
+    """alpha·A·op(B)·s + beta·C·s + t: op(B)'s columns times s, C as C·s + t/beta (a MatMul
+    becomes a Gemm whose C is t)."""
+    scale, shift = _bn_scale_shift(m)
+    gemm = m.nodes[-1]
+    w = m.constant("w")
+    factor = scale.reshape(-1, 1) if gemm.attr("transB", 0) else scale.reshape(1, -1)
+    new_w = b.constant((w.astype(np.float64) * factor).astype(w.dtype))
+    beta = float(gemm.attr("beta", 1.0)) if "b" in m.values else 1.0
+    old_c = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(1)
+    new_c = (old_c * scale + shift / beta).astype(w.dtype)
+    attrs = {k: a for k, a in gemm.attributes.items() if k != "beta"}  # a MatMul has none
+    out = b.op.Gemm(m["x"], new_w, b.constant(new_c), beta=beta, **attrs)
+    out.type = m.outputs[0].type
+    return out
+
+
+def _conv_transpose_bn(b, m: Match):
+    """Each output channel's filters (axis 1 within its group) times its scale, its bias shifted."""
+    scale, shift = _bn_scale_shift(m)
+    conv = m.nodes[-1]
+    w = m.constant("w")
+    group = int(conv.attr("group", 1))
+    per_group = w.shape[1]
+    rows = np.arange(w.shape[0]) // (w.shape[0] // group)  # each input channel's group
+    factor = scale.reshape(group, per_group)[rows].reshape(w.shape[0], per_group, *([1] * (w.ndim - 2)))
+    new_w = b.constant((w.astype(np.float64) * factor).astype(w.dtype))
+    old_b = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(scale.size)
+    new_b = b.constant((old_b * scale + shift).astype(w.dtype))
+    out = b.op.ConvTranspose(m["x"], new_w, new_b, **conv.attributes)
+    out.type = m.outputs[0].type
+    return out
+
+
 def _conv_source(p, with_bias: bool):
     inputs = (p.var("x"), p.var("w"), p.const("b")) if with_bias else (p.var("x"), p.var("w"))
     return p.op.Conv(*inputs)
@@ -253,6 +321,16 @@ def _patterns() -> list[Pattern]:
         stats = [p.const(n) for n in ("scale", "bias", "mean", "var")]
         return p.op.BatchNormalization(p.var("x"), *stats)
 
+    for op, fuse in (("Gemm", _gemm_bn), ("MatMul", _gemm_bn), ("ConvTranspose", _conv_transpose_bn)):
+        for with_bias in (False, True) if op != "MatMul" else (False,):
+
+            def linear_bn(p, op=op, with_bias=with_bias):
+                inputs = (p.var("x"), p.const("w"), *([p.const("b")] if with_bias else []))
+                stats = [p.const(n) for n in ("scale", "bias", "mean", "var")]
+                return p.op.BatchNormalization(getattr(p.op, op)(*inputs), *stats)
+
+            name = f"{op.lower()}{'-bias' if with_bias else ''}-batchnorm"
+            patterns.append(Pattern(name, linear_bn, fuse, check=_linear_bn_check))
     patterns += [
         Pattern("batchnorm-mul", lambda p: p.op.Mul(bn_source(p), p.const("k")), _bn_mul, check=_bn_affine_check),
         Pattern("batchnorm-add", lambda p: p.op.Add(bn_source(p), p.const("k")), _bn_add, check=_bn_affine_check),

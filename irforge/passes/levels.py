@@ -4,9 +4,10 @@
 - ``O1``: the cleanup every model wants and no result can notice: in models older than IR 4,
   initializers leave the graph inputs (callers could never feed them), inline model-local functions,
   fold constants (results up to 1 MiB), infer shapes on what is left and fold what they make known
-  (``Shape``, ``Size``), fold zero Pads into the Conv after them and BatchNormalization and
-  per-channel scale/shift into the Conv before them, fuse linear layers (MatMul + bias Add) into
-  Gemm and drop the Reshape pairs that leaves around element-wise activations, then canonicalize,
+  (``Shape``, ``Size``), fold zero Pads into the Conv after them, fuse linear layers
+  (MatMul + bias Add) into Gemm, fold BatchNormalization and per-channel scale/shift into the
+  Conv, Gemm, MatMul or ConvTranspose before them and drop the Reshape pairs the linear layers
+  leave around element-wise activations, then canonicalize,
   fold, merge common subexpressions and drop dead code until nothing changes; finally a
   topological order.
 - ``O2``: ``O1``, then shapes are inferred again on the simplified graph (folding often makes
@@ -16,7 +17,7 @@
 
 from __future__ import annotations
 
-_FUSE = "fuse-pad-conv,fuse-conv-bn,fuse-matmul-add,cancel-reshapes"
+_FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
 
 LEVELS: dict[str, str] = {

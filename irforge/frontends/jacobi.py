@@ -29,17 +29,13 @@ from ..core_ir.dtypes import DataType, to_numpy
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .common import Emitter, NotMapped, any_true, while_loop
-from .linalg import householder_product, householder_qr, transpose
+from .linalg import _i64, householder_product, householder_qr, transpose
 
 MAX_JACOBI = 128
 """Largest matrix side (the smaller side, for an SVD) decomposed: a sweep is n-1 unrolled steps."""
 JACOBI_SWEEPS = 40
 """Most sweeps: Jacobi converges quadratically, a handful of sweeps in practice."""
 _EPS = float(np.finfo(np.float64).eps)
-
-
-def _i64(values) -> np.ndarray:
-    return np.asarray(list(values), np.int64)
 
 
 @functools.cache

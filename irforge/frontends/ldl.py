@@ -20,14 +20,10 @@ import numpy as np
 from ..core_ir.dtypes import DataType, to_numpy
 from ..core_ir.value import Value
 from .common import Emitter, NotMapped
-from .linalg import MAX_UNROLLED, transpose
+from .linalg import _i64, square_side, transpose
 
 ALPHA = (1 + math.sqrt(17)) / 8
 """Bunch-Kaufman's threshold, which bounds element growth."""
-
-
-def _i64(values) -> np.ndarray:
-    return np.asarray(list(values), np.int64)
 
 
 class _Steps:
@@ -69,25 +65,11 @@ class _Steps:
         return e.emit("GatherElements", m, e.emit("Expand", rows, e.emit("Shape", m)), axis=-2)
 
 
-def _square(a: Value, what: str) -> tuple[int, int]:
-    shape = a.type.shape if a.type is not None else None
-    if shape is None or len(shape) < 2 or not all(isinstance(d, int) for d in shape):
-        raise NotMapped(f"{what} of a matrix of symbolic size")
-    n = shape[-1]
-    if shape[-2] != n:
-        raise NotMapped(f"{what} of a matrix that is not square")
-    if n > MAX_UNROLLED:
-        raise NotMapped(f"{what} with more than {MAX_UNROLLED} steps (unrolled)")
-    if a.type.dtype not in (DataType.FLOAT, DataType.DOUBLE):
-        raise NotMapped(f"{what} in {a.type.dtype.name}")
-    return n, len(shape)
-
-
 def ldl_factor(e: Emitter, a: Value) -> tuple[Value, Value, Value]:
     """``sytf2('L')`` of ``a`` [..., n, n] (its lower triangle): the packed factors (upper triangle
     zero, as torch returns them), the pivots (int32 [..., n]) and LAPACK's ``info`` (int32 [...]:
     the first zero pivot column, 1-based, or 0)."""
-    n, rank = _square(a, "an LDL factorization")
+    n, rank = square_side(a), len(a.type.shape)
     dtype = to_numpy(a.type.dtype)
     s = _Steps(e, n, rank, dtype)
     rows, cols = s.rows, s.cols
@@ -175,7 +157,7 @@ def ldl_factor(e: Emitter, a: Value) -> tuple[Value, Value, Value]:
 
 def ldl_solve(e: Emitter, ld: Value, pivots: Value, b: Value) -> Value:
     """``sytrs('L')``: X with A X = B from ``ldl_factor``'s packed factors and pivots."""
-    n, rank = _square(ld, "an LDL solve")
+    n, rank = square_side(ld), len(ld.type.shape)
     if b.type is None or b.type.shape is None or len(b.type.shape) != rank:
         raise NotMapped("an LDL solve whose right-hand side has other batch axes than the factors")
     dtype = to_numpy(ld.type.dtype)

@@ -23,7 +23,8 @@ def _i64(values) -> np.ndarray:
     return np.asarray(list(values), np.int64)
 
 
-def _side(x: Value) -> int:
+def square_side(x: Value) -> int:
+    """n of ``x`` [..., n, n]: static, at most :data:`MAX_UNROLLED`, float; else :class:`NotMapped`."""
     shape = x.type.shape if x.type is not None else None
     if shape is None or len(shape) < 2 or not isinstance(shape[-1], int) or shape[-1] != shape[-2]:
         raise NotMapped("linear algebra on matrices that are not square of a static size")
@@ -55,7 +56,7 @@ def cholesky(e: Emitter, a: Value) -> tuple[Value, Value]:
     """The lower factor L of ``a`` = L Lᵀ (only ``a``'s lower triangle is read) and, per matrix,
     the order (1-based, int32) of the first leading minor that is not positive definite, 0 when
     none is (LAPACK's ``info``; L's columns from there on are then NaN or meaningless)."""
-    n = _side(a)
+    n = square_side(a)
     rank = len(a.type.shape)
     dtype = to_numpy(a.type.dtype)
     columns: list[Value] = []
@@ -83,7 +84,7 @@ def solve_triangular(e: Emitter, a: Value, b: Value, *, lower: bool, unit_diagon
     """x with ``a`` x = ``b`` for a triangular ``a`` [..., n, n] (only its ``lower`` or upper
     triangle read; its diagonal taken as ones with ``unit_diagonal``) and ``b`` [..., n, m]:
     substitution row by row, from the top for a lower ``a``, from the bottom for an upper one."""
-    n = _side(a)
+    n = square_side(a)
     rows: dict[int, Value] = {}
     order = range(n) if lower else range(n - 1, -1, -1)
     for i in order:
@@ -284,7 +285,7 @@ def matrix_exp(e: Emitter, a: Value) -> Value:
     of the largest s in the batch, each matrix squared only its own number of times)."""
     from .common import while_loop
 
-    n = _side(a)
+    n = square_side(a)
     np_dt = to_numpy(a.type.dtype)
     columns = e.emit("ReduceSum", e.emit("Abs", a), e.const(_i64([-2])), keepdims=1)
     norm = e.emit("ReduceMax", columns, e.const(_i64([-1])), keepdims=1)  # [..., 1, 1]

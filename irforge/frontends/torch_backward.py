@@ -14,6 +14,7 @@ import numpy as np
 from ..core_ir.dtypes import DataType, to_numpy
 from ..core_ir.value import Value
 from .common import NotMapped
+from .linalg import _i64
 
 
 def register(aten) -> None:
@@ -23,10 +24,6 @@ def register(aten) -> None:
     aten("native_layer_norm_backward.default")(_layer_norm_backward)
     aten("native_group_norm_backward.default")(_group_norm_backward)
     aten("convolution_backward.default")(_convolution_backward)
-
-
-def _i64(values) -> np.ndarray:
-    return np.asarray(list(values), np.int64)
 
 
 def _static(cx, v: Value, what: str) -> tuple[int, ...]:

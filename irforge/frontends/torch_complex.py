@@ -72,26 +72,14 @@ def _typed(cx, v: Value) -> Value:
     return v
 
 
-def _static(cx, v: Value, axis: int) -> int:
-    return pairs.static_size(cx, v, axis)
-
-
 def _axis(dim: int, complex_rank: int) -> int:
     """A torch dim of a complex tensor as an axis of its pair tensor (the pair axis is last)."""
     return dim + complex_rank if dim < 0 else dim
 
 
-def _part(cx, x: Value, index: int) -> Value:
-    return pairs.part(cx, x, index)
-
-
 def _from_real(cx, x: Value) -> Value:
     """Real tensor ``x`` as a pair tensor of the output's part dtype."""
     return pairs.from_real(cx, x, _pair_type(cx).dtype)
-
-
-def _conjugate(cx, x: Value, dtype: DataType | None = None) -> Value:
-    return pairs.conjugate(cx, x, dtype)
 
 
 # -- copies, views, conversions ------------------------------------------------------------------
@@ -111,12 +99,12 @@ def _copy(cx, x, *args, **kwargs):
         return _typed(cx, cx.cast(cx.emit("Identity", x), _pair_type(cx).dtype))
     if now:
         return _typed(cx, _from_real(cx, x))
-    return _typed(cx, cx.cast(_part(cx, x, 0), cx.out_dtype))  # complex → real keeps the real part, as torch does
+    return _typed(cx, cx.cast(pairs.part(cx, x, 0), cx.out_dtype))  # complex → real keeps the real part, as torch does
 
 
 @complex_op("_conj.default", "_conj_copy.default", "conj_physical.default")
 def _conj(cx, x):
-    return _typed(cx, _conjugate(cx, x))
+    return _typed(cx, pairs.conjugate(cx, x))
 
 
 @complex_op("abs.default")
@@ -277,7 +265,7 @@ def _fft_c2c(cx, x, dim, normalization, forward):
     size = 1
     for d in dim:
         axis = _axis(d, rank)
-        size *= _static(cx, x, axis)
+        size *= pairs.static_size(cx, x, axis)
         x = pairs.dft(cx, x, axis, inverse=not forward)
     return _typed(cx, _normalize(cx, x, normalization, size))
 
@@ -286,7 +274,7 @@ def _fft_c2c(cx, x, dim, normalization, forward):
 def _fft_r2c(cx, x, dim, normalization, onesided):
     rank = len(cx.out_shape)
     axes = [_axis(d, rank) for d in dim]
-    size = math.prod(_static(cx, x, a) for a in axes)
+    size = math.prod(pairs.static_size(cx, x, a) for a in axes)
     if onesided:
         y = pairs.real_to_complex(cx, x, axes, _pair_type(cx).dtype)
     else:
@@ -301,6 +289,6 @@ def _fft_c2r(cx, x, dim, normalization, last_dim_size):
     """Inverse transforms over ``dim``, the last from its half spectrum (:func:`pairs.complex_to_real`)."""
     rank = len(cx.out_shape)
     axes = [_axis(d, rank) for d in dim]
-    size = int(last_dim_size) * math.prod(_static(cx, x, a) for a in axes[:-1])
+    size = int(last_dim_size) * math.prod(pairs.static_size(cx, x, a) for a in axes[:-1])
     y = pairs.complex_to_real(cx, x, axes, int(last_dim_size), scaled=False)
     return _typed(cx, _normalize(cx, y, normalization, size))

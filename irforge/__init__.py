@@ -64,19 +64,30 @@ def to_onnx(model: Model):
     return to_proto(model)
 
 
-def optimize(model: Model, pipeline: str = "-O1", *, verify_each: bool = True, keep_going: bool = False) -> Model:
+def optimize(
+    model: Model,
+    pipeline: str = "-O1",
+    *,
+    target: str | None = None,
+    verify_each: bool = True,
+    keep_going: bool = False,
+) -> Model:
     """Run ``pipeline`` on ``model`` in place and return it.
 
     ``pipeline`` is spelled as on the command line: a level (``"-O2"`` or ``"O2"``) or pipeline
-    text (``"topological-sort,dce"``, which may name levels too).  Passes come from the built-ins
+    text (``"topological-sort,dce"``, which may name levels too).  ``target`` (``onnxruntime``,
+    ``xla``, ``stablehlo``, ``tvm``, ``reference``; ``--target`` on the command line) ends the
+    pipeline with that backend's lowering of the fused ops.  Passes come from the built-ins
     and every installed plugin.  A pass that fails is rolled back and raises
     :class:`irforge.passes.PassFailedError` naming it and its plugin (or, with ``keep_going``, is
     skipped with a warning); the model is then as it was before that pass.
     """
     from .passes import PassManager, VerifyEach
+    from .passes.levels import with_target
 
     instruments = [VerifyEach()] if verify_each else []
-    PassManager.parse(pipeline, instruments=instruments, keep_going=keep_going).run(model)
+    text = with_target(pipeline.strip().removeprefix("-"), target)
+    PassManager.parse(text, instruments=instruments, keep_going=keep_going).run(model)
     return model
 
 
@@ -96,14 +107,19 @@ def _prepared(model: Model, b) -> Model:
     """A copy of ``model`` ready for backend ``b`` (the caller's model is never changed)."""
     from .core_ir.clone import clone_model
 
-    if not b.expands_functions:
+    inline = b.inlines_functions and bool(model.functions)
+    if not b.expands_functions and not inline:
         return model
     from .passes import PassManager
     from .passes.expand_functions import ExpandFunctions
+    from .passes.inline_functions import InlineFunctions
 
     copy = clone_model(model)
     keep = "+".join(sorted(op for domain, op in b.supported_ops() if not domain))
-    PassManager.from_passes([ExpandFunctions(keep=keep)]).run(copy)
+    passes = [InlineFunctions()] if inline else []
+    if b.expands_functions:
+        passes.append(ExpandFunctions(keep=keep))
+    PassManager.from_passes(passes).run(copy)
     return copy
 
 

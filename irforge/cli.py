@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from .core_ir.errors import IrforgeError, VerificationError
+from .passes.lower_fused import TARGETS as LOWERING_TARGETS
 
 
 def _load(path: str):
@@ -77,7 +78,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.print_ir_after_all or args.print_ir_after:
         names = None if args.print_ir_after_all else frozenset(args.print_ir_after)
         instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
-    text = args.pipeline or f"O{args.level or 0}"
+    from .passes.levels import with_target
+
+    text = with_target(args.pipeline or f"O{args.level or 0}", args.target)
     pm = PassManager.parse(text, instruments=instruments, keep_going=args.keep_going,
                            reproducer_dir=args.reproducer_dir, paranoid_rollback=args.paranoid_rollback)  # fmt: skip
     progress = ins.Progress(len(pm.pipeline.passes))
@@ -95,7 +98,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                 _print_rewrites(ctx.rewrite_log)
         verify_model(model)
     save(model, args.output)
-    spelled = text if args.pipeline else f"-O{args.level or 0}"
+    spelled = (args.pipeline or f"-O{args.level or 0}") + (f" --target {args.target}" if args.target else "")
     print(f"{args.input} -> {args.output}: {spelled}, {before} -> {len(model.graph)} nodes")
     if args.timing:
         print(timing.report())
@@ -211,6 +214,8 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"],
                     help="optimization level (default 0: load, verify, save; see `irforge passes`)")  # fmt: skip
     op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
+    op.add_argument("--target", choices=LOWERING_TARGETS,
+                    help="end with this backend's lowering of the fused ops (lower-fused{target=...})")  # fmt: skip
     op.add_argument("--timing", action="store_true", help="print the time each pass took")
     op.add_argument("--debug-rewrites", action="store_true",
                     help="print every rewrite (pattern, source line, nodes) and why unapplied patterns missed")

@@ -148,9 +148,42 @@ COMPOSED = """  graph @composed(%x: f32[2,3,8]) {
   }
 """
 
+ACTIVATIONS = """  graph @activations(%x: f32[2,3,8,8], %v: f32[2,5,8]) {
+    init %w1 = RANDOM<f32[4,3,3,3]>
+    init %b1 = RANDOM<f32[4]>
+    init %w2 = RANDOM<f32[4,4,1,1]>
+    init %lo = dense<f32[]>[0.0]
+    init %hi = dense<f32[]>[0.5]
+    init %w3 = RANDOM<f32[4,2,3,3]>
+    init %b3 = RANDOM<f32[4]>
+    init %wg = RANDOM<f32[6,4]>
+    init %bg = RANDOM<f32[6]>
+    init %wm = RANDOM<f32[8,3]>
+    init %wt = RANDOM<f32[8,2]>
+    %c1 = Conv(%x, %w1, %b1) <pads = ints[1, 1, 1, 1]>
+    %r1 = Relu(%c1)
+    %c2 = Conv(%r1, %w2)
+    %r2 = Clip(%c2, %lo, %hi)
+    %c3 = Conv(%r2, %w3, %b3) <strides = ints[2, 2], pads = ints[1, 1, 1, 1], group = 2>
+    %r3 = HardSigmoid(%c3) <alpha = 0.3, beta = 0.4>
+    %p = GlobalAveragePool(%r3)
+    %f = Flatten(%p)
+    %g = Gemm(%f, %wg, %bg) <transB = 1, alpha = 0.5>
+    %y1 = LeakyRelu(%g) <alpha = 0.2>
+    %m = MatMul(%v, %wm)
+    %s = Sigmoid(%m)
+    %y2 = Mul(%m, %s)
+    %t = MatMul(%v, %wt)
+    %y3 = Gelu(%t) <approximate = "tanh">
+    return %y1, %y2, %y3
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
+    "fuse-activation": {"activations": ACTIVATIONS},
+    "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},
     "constant-fold": {"constants": FOLD},
@@ -187,6 +220,8 @@ def model(pass_name: str, case: str, seed: int = 0) -> Model:
         m.ir_version = 3
         for v in m.graph.initializers.values():
             m.graph.append_input(v)
+    if pass_name == "lower-fused":
+        irforge.optimize(m, "fuse-activation")
     if pass_name == "topological-sort":
         nodes = m.graph.nodes
         for n in nodes[1:]:

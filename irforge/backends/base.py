@@ -133,6 +133,9 @@ class Backend:
     devices: tuple[str, ...] = ("cpu",)
     preferred_layout: str = "NCHW"
     expands_functions: bool = False
+    inlines_functions: bool = False
+    """Before lowering, calls of model-local functions (the fused ops of ``irforge``, among
+    others) are replaced by the functions' bodies: the backend lowers no call itself."""
     """Before lowering, ONNX ops this backend has no rule for but whose schema defines a function
     body are expanded to that body (``irforge.compile`` and ``irforge.emit`` do it on a copy)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 
 from .attributes import Attr, AttrKind
 from .graph import Graph
@@ -75,3 +76,29 @@ def clone_model(model: Model) -> Model:
             dict(fn.attribute_defaults), fn.overload, fn.doc_string, dict(fn.metadata),
         )  # fmt: skip
     return m
+
+
+def bind_attributes(node: Node, given: dict[str, Attr]) -> None:
+    """Resolve ``node``'s references to function attributes (and its subgraphs') to the values
+    in ``given``; a reference to an attribute not given is dropped, as ONNX says."""
+    for a in list(node.attributes.values()):
+        if a.ref is not None:
+            actual = given.get(a.ref)
+            node.remove_attribute(a.name)
+            if actual is not None:
+                node.set_attribute(a.name, actual.value, actual.kind)
+        elif a.kind in (AttrKind.GRAPH, AttrKind.GRAPHS):
+            subs = (a.value,) if a.kind == AttrKind.GRAPH else a.value
+            for sub in subs:
+                for inner in sub.all_nodes():
+                    bind_attributes(inner, given)
+
+
+def instantiate(fn: Function, attributes: Mapping[str, Attr]) -> Graph:
+    """A copy of ``fn``'s body for one call: its attribute references bound to the call's
+    ``attributes`` (or the function's defaults)."""
+    body = clone_graph(fn.graph)
+    given = {**fn.attribute_defaults, **attributes}
+    for n in body.all_nodes():
+        bind_attributes(n, given)
+    return body

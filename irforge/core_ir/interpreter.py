@@ -76,7 +76,7 @@ class Interpreter:
         for domain, _ in _KERNELS:
             opsets.setdefault(domain, 1)
         self._host = _make_host(model, opsets)
-        self._impls: dict[tuple[str, str], type] = {}
+        self._impls: dict[tuple[str, str], type] = {}  # (domain, op type[@overload])
         self._plan: list[tuple[Node, Any, onnx.NodeProto]] = []
         for node in self.graph:
             self._plan.append((node, None, None))
@@ -84,6 +84,7 @@ class Interpreter:
     def _instantiate(self, node: Node, inputs: list[Any]):
         proto = onnx.NodeProto()
         self._serializer.node(node, proto)
+        _name_overloads([proto])
         from onnx.reference.op_run import RuntimeContextError
 
         host = self._host
@@ -93,7 +94,7 @@ class Interpreter:
         fixed = _STANDARD_FIXES.get((node.domain, node.op_type))
         if fixed is not None:
             return _as_oprun(node.domain, node.op_type, fixed)(proto, _run_params(host)), proto
-        key = (node.domain, node.op_type)
+        key = (node.domain, _overload_name(node.op_type, node.overload))
         try:
             cls = self._impls.get(key)
             if cls is None:  # the kernel class depends only on the op (and the fixed opsets)
@@ -194,8 +195,27 @@ def _make_host(model: Model, opsets: dict[str, int]):
 
     shell = Model(Graph(name="host"), opset_imports=opsets, functions=model.functions, ir_version=10)
     proto = model_to_proto(shell)
+    for fp in proto.functions:
+        fp.name = _overload_name(fp.name, fp.overload)
+        fp.overload = ""
+        _name_overloads(fp.node)
     new_ops = [_as_oprun(d, op, k) for (d, op), k in _KERNELS.items() if d != ""]
     return ReferenceEvaluator(proto, new_ops=new_ops or None)
+
+
+def _overload_name(op_type: str, overload: str) -> str:
+    return f"{op_type}@{overload}" if overload else op_type
+
+
+def _name_overloads(nodes) -> None:
+    """Calls of overloaded functions name the overload in their op type: ONNX's reference
+    evaluator finds functions by domain and name alone, so overloads would shadow each other."""
+    for n in nodes:
+        if n.overload:
+            n.op_type, n.overload = _overload_name(n.op_type, n.overload), ""
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _name_overloads(g.node)
 
 
 def interpret(

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder, NameGenerator
-from ..core_ir.clone import clone_node
+from ..core_ir.clone import bind_attributes, clone_node
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function, Model
 from ..core_ir.node import Node
@@ -47,7 +46,7 @@ class InlineFunctions(Pass):
                 )
             work += [(n, depth + 1) for n in _inline(graph, call, fn, names)]
             inlined += 1
-        dropped = _drop_uncalled(model) if graph is model.graph else 0
+        dropped = drop_uncalled(model) if graph is model.graph else 0
         return PassResult(inlined > 0 or dropped > 0, {"calls-inlined": inlined, "functions-dropped": dropped})
 
 
@@ -63,7 +62,7 @@ def _inline(graph: Graph, call: Node, fn: Function, names: NameGenerator) -> lis
     created = []
     for n in body:
         c = clone_node(n, vmap)  # type: ignore[arg-type]
-        _bind_attributes(c, given)
+        bind_attributes(c, given)
         for o in c.outputs:
             if o is not None:
                 o.name = names.fresh(f"{fn.name}_{o.name or 'v'}")
@@ -88,22 +87,7 @@ def _inline(graph: Graph, call: Node, fn: Function, names: NameGenerator) -> lis
     return created
 
 
-def _bind_attributes(node: Node, given: dict[str, Attr]) -> None:
-    """Resolve references to the function's attributes, in the node and its subgraphs."""
-    for a in list(node.attributes.values()):
-        if a.ref is not None:
-            actual = given.get(a.ref)
-            node.remove_attribute(a.name)
-            if actual is not None:
-                node.set_attribute(a.name, actual.value, actual.kind)
-        elif a.kind in (AttrKind.GRAPH, AttrKind.GRAPHS):
-            subs = (a.value,) if a.kind == AttrKind.GRAPH else a.value
-            for sub in subs:
-                for inner in sub.all_nodes():
-                    _bind_attributes(inner, given)
-
-
-def _drop_uncalled(model: Model) -> int:
+def drop_uncalled(model: Model) -> int:
     called = {(n.domain, n.op_type, n.overload) for n in model.graph.all_nodes()}
     uncalled = [key for key in model.functions if key not in called]
     for key in uncalled:

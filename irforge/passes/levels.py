@@ -11,26 +11,41 @@
   fold, merge common subexpressions and drop dead code until nothing changes; finally a
   topological order.
 - ``O2``: ``O1``, then shapes are inferred again on the simplified graph (folding often makes
-  shapes static that were not) and the simplification round runs once more to use them.
+  shapes static that were not) and the simplification round runs once more to use them; then
+  every Conv, Gemm and MatMul absorbs the activation after it (``fuse-activation``: one
+  ``irforge`` fused op that carries its decomposition as a model-local function, so every
+  runtime still runs it).
 - ``O3``: ``O2`` with a 16 MiB folding limit: fewer nodes for larger files.
+
+A target (``irforge optimize --target onnxruntime``, ``irforge.optimize(..., target=...)``) adds
+its lowering at the end: ``lower-fused{target=X}`` swaps fused ops for the target's own kernels.
 """
 
 from __future__ import annotations
 
 _FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
+_ACTIVATION = "fuse-activation,dce"
 
 LEVELS: dict[str, str] = {
     "O0": "",
     "O1": f"freeze-initializers,inline-functions,constant-fold,shape-inference,constant-fold,{_FUSE},{_SIMPLIFY},"
     "topological-sort",
-    "O2": f"O1,shape-inference,{_SIMPLIFY},topological-sort",
+    "O2": f"O1,shape-inference,{_SIMPLIFY},{_ACTIVATION},topological-sort",
     "O3": (
         "freeze-initializers,inline-functions,constant-fold{size-limit=16777216},shape-inference,"
         "constant-fold{size-limit=16777216},"
         f"{_FUSE},"
         "fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "shape-inference,fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
-        "topological-sort"
+        f"{_ACTIVATION},topological-sort"
     ),
 }
+
+
+def with_target(pipeline: str, target: str | None) -> str:
+    """``pipeline`` followed by ``target``'s lowering of the fused ops (nothing without a target)."""
+    if not target:
+        return pipeline
+    lowering = f"lower-fused{{target={target}}}"
+    return f"{pipeline},{lowering}" if pipeline else lowering

@@ -9,6 +9,7 @@ from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
 from ..passes.expand_functions import ExpandFunctions
 from ..passes.freeze_initializers import FreezeInitializers
+from ..passes.fuse_activation import FuseActivation
 from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
 from ..passes.fuse_conv_bn import FuseConvBatchNorm
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
@@ -17,6 +18,7 @@ from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
 from ..passes.fuse_pad_conv import FusePadConv
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
+from ..passes.lower_fused import KERNELS, LowerFused
 from ..passes.shape_inference import ShapeInference
 from ..passes.topological_sort import TopologicalSort
 from .hookspecs import hookimpl
@@ -27,7 +29,7 @@ def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
-        FuseConvBatchNorm, ExpandFunctions, FusePadConv,
+        FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused,
     ]  # fmt: skip
 
 
@@ -50,3 +52,8 @@ def irforge_register_backends() -> list[tuple[str, object]]:
 
     return [(b.name, b) for b in (ReferenceBackend(), OnnxRuntimeBackend(), StableHLOBackend(), XLABackend(),
                                   TVMBackend())]  # fmt: skip
+
+
+@hookimpl
+def irforge_register_kernels() -> list[tuple[str, str, object]]:
+    return list(KERNELS)

@@ -20,6 +20,7 @@ from typing import Any
 import pluggy
 
 from ..core_ir.errors import IrforgeError
+from ..core_ir.interpreter import register_kernel
 from ..passes.apply_pattern import pattern_pass
 from . import builtin, hookspecs
 
@@ -151,7 +152,10 @@ def _admit(reg: Registry, entries: list[tuple[str, str, Any]], provider: str) ->
             reg._check_free("runnable", name, provider)
     for kind, name, item in entries:
         reg.add(kind, name, item, provider)
-        if kind == "passes":
+        if kind == "kernels":  # the interpreter (and so folding and the verifier) runs them from now on
+            domain, _, op_type = name.partition("::")
+            register_kernel(domain, op_type, item)
+        elif kind == "passes":
             reg.add("runnable", name, item, provider)
         elif kind == "patterns":
             reg.add("runnable", name, pattern_pass(item), provider)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core_ir.clone import instantiate
 from ...core_ir.dimexpr import is_dim_expr, rename, symbols
 from ...core_ir.dtypes import DataType, to_numpy
 from ...core_ir.errors import MissingExtraError
@@ -73,7 +74,7 @@ def _op_label(node: Node) -> str:
 def find_unsupported(model: Model) -> list[Unsupported]:
     """Every op/dtype/attribute the lowering cannot take, before anything is lowered."""
     found: list[tuple[Node, str, str]] = []
-    functions = {(f.domain, f.name): f for f in model.functions.values()}
+    functions = dict(model.functions)
     for graph in model.graph.all_graphs():
         for node in graph:
             found.extend((node, _op_label(node), why) for why in _node_problems(node, functions))
@@ -82,7 +83,7 @@ def find_unsupported(model: Model) -> list[Unsupported]:
 
 def _node_problems(node: Node, functions: dict) -> list[str]:
     out = []
-    if (node.domain, node.op_type) in functions:
+    if (node.domain, node.op_type, node.overload) in functions:
         pass  # lowered as a composite of its body, whose nodes are checked with the function
     elif node.domain not in ("", "ai.onnx"):
         return [f"no lowering for ops of domain {node.domain!r}"]
@@ -242,7 +243,7 @@ class _NodeFailed(Exception):
 class _Lowerer:
     def __init__(self, model: Model):
         self.model = model
-        self.functions = {(f.domain, f.name): f for f in model.functions.values()}
+        self.functions = dict(model.functions)
         self._interpreters: dict[int, Interpreter] = {}
         self.key: Any = None
         """The traced PRNG key random ops draw from (a Loop's body sees one folded with its step)."""
@@ -276,7 +277,7 @@ class _Lowerer:
     def _node(self, node: Node, args: list, env: dict) -> list:
         if node.op_type == "Constant" and not node.domain:
             return self._fold(node, args)
-        if (node.domain, node.op_type) in self.functions:
+        if (node.domain, node.op_type, node.overload) in self.functions:
             return self._composite(node, args, env)
         if node.op_type in CONTROL_FLOW and not node.domain:
             return self._control_flow(node, args, env)
@@ -310,13 +311,14 @@ class _Lowerer:
         inlines it otherwise."""
         from jax import lax
 
-        fn: Function = self.functions[(node.domain, node.op_type)]
+        fn: Function = self.functions[(node.domain, node.op_type, node.overload)]
         attrs = {k: _composite_attr(a.value) for k, a in node.attributes.items()}
         attrs = {k: v for k, v in attrs.items() if v is not None}
+        graph = instantiate(fn, node.attributes)
 
-        def body(*xs):
-            inner = dict(zip(fn.graph.inputs, xs, strict=False))
-            return tuple(self.run(fn.graph, inner))
+        def body(*xs, **_attributes):  # the attributes are bound in ``graph`` already
+            inner = dict(zip(graph.inputs, xs, strict=False))
+            return tuple(self.run(graph, inner))
 
         traced = [a if a is not None else None for a in args]
         out = lax.composite(body, name=f"{node.domain}.{node.op_type}")(*traced, **attrs)
@@ -407,7 +409,7 @@ class _Lowerer:
 def _composite_attr(value):
     if isinstance(value, (int, float, str)):
         return value
-    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (int, float)) for v in value):
         return np.asarray(value)
     return None
 

@@ -193,6 +193,7 @@ class TVMBackend(Backend):
     name = "tvm"
     targets = ("relax",)
     expands_functions = True
+    inlines_functions = True
 
     def supported_ops(self) -> set[tuple[str, str]]:
         return {("", op) for op in RULES} | {("", "Constant")}

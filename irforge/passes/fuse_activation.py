@@ -67,7 +67,7 @@ def _attr(node: Node, key: str, default: float) -> float | None:
 
 def _clip_params(m: Match) -> list[float] | None:
     lo = m.constant("min")
-    hi = m.constant("max") if "max" in m.values else np.array(np.finfo(np.float32).max)
+    hi = m.constant("max") if "max" in m.values else np.array(np.inf)
     if lo is None or hi is None or lo.size != 1 or hi.size != 1:
         return m.fail("Clip's bounds are not constant scalars") or None
     return [float(lo.reshape(-1)[0]), float(hi.reshape(-1)[0])]

@@ -320,8 +320,11 @@ class _Lowerer:
             inner = dict(zip(graph.inputs, xs, strict=False))
             return tuple(self.run(graph, inner))
 
-        traced = [a if a is not None else None for a in args]
-        out = lax.composite(body, name=f"{node.domain}.{node.op_type}")(*traced, **attrs)
+        if any(not all(isinstance(d, int) for d in np.shape(a)) for a in args if a is not None):
+            # symbolic dims: JAX gives a composite's decomposition the dim variables as extra
+            # operands the composite lacks, and the module fails to verify; inline the body
+            return list(body(*args))
+        out = lax.composite(body, name=f"{node.domain}.{node.op_type}")(*args, **attrs)
         return list(out)
 
     def _control_flow(self, node: Node, args: list, env: dict) -> list:

@@ -179,10 +179,35 @@ ACTIVATIONS = """  graph @activations(%x: f32[2,3,8,8], %v: f32[2,5,8]) {
   }
 """
 
+GELUS = """  graph @gelus(%x: f32[2,8]) {
+    init %root2 = dense<f32[]>[1.4142135]
+    init %one = dense<f32[]>[1.0]
+    init %half = dense<f32[]>[0.5]
+    init %three = dense<f32[]>[3.0]
+    init %cubic = dense<f32[]>[0.044715]
+    init %sqrt2pi = dense<f32[]>[0.7978846]
+    %d = Div(%x, %root2)
+    %e = Erf(%d)
+    %a = Add(%e, %one)
+    %m = Mul(%x, %a)
+    %y1 = Mul(%m, %half)
+    %c = Pow(%x, %three)
+    %s = Mul(%c, %cubic)
+    %i = Add(%x, %s)
+    %k = Mul(%i, %sqrt2pi)
+    %t = Tanh(%k)
+    %u = Add(%t, %one)
+    %h = Mul(%x, %half)
+    %y2 = Mul(%h, %u)
+    return %y1, %y2
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
     "fuse-activation": {"activations": ACTIVATIONS},
+    "fuse-gelu": {"gelus": GELUS},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},
@@ -221,7 +246,7 @@ def model(pass_name: str, case: str, seed: int = 0) -> Model:
         for v in m.graph.initializers.values():
             m.graph.append_input(v)
     if pass_name == "lower-fused":
-        irforge.optimize(m, "fuse-activation")
+        irforge.optimize(m, "fuse-gelu,fuse-activation")
     if pass_name == "topological-sort":
         nodes = m.graph.nodes
         for n in nodes[1:]:

@@ -28,14 +28,13 @@ from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder
 from ..core_ir.dtypes import DataType, to_numpy
 from ..core_ir.graph import Graph
-from ..core_ir.model import Function, Model
+from ..core_ir.model import Function
 from ..core_ir.node import Node
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult, run_patterns
+from .fused_ops import DOMAIN, add_fused_functions, gelu_body, register_body, scalar_like
 
-DOMAIN = "irforge"
-"""The domain of every fused op irforge makes."""
 FUSED_OPS = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
 _FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
 _ATTRS: dict[str, tuple[tuple[str, AttrKind], ...]] = {
@@ -74,7 +73,7 @@ def _clip_params(m: Match) -> list[float] | None:
 
 
 def _clip_body(b: Builder, t: Value, p: list[float]) -> Value:
-    lo, hi = (b.op.CastLike(b.op.Constant(value_float=v), t) for v in p)
+    lo, hi = (scalar_like(b, v, t) for v in p)
     return b.op.Clip(t, lo, hi)
 
 
@@ -112,19 +111,7 @@ def _gelu_params(m: Match) -> list[float] | None:
 
 
 def _gelu_body(b: Builder, t: Value, p: list[float]) -> Value:
-    """GELU spelled in primitives: ONNX's reference evaluator cannot expand ``Gelu`` (a function
-    op whose body depends on its input type) inside a function body."""
-
-    def c(v: float) -> Value:
-        return b.op.CastLike(b.op.Constant(value_float=v), t)
-
-    if p:  # approximate="tanh": x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-        cube = b.op.Mul(b.op.Mul(t, t), t)
-        inner = b.op.Mul(c(float(np.sqrt(2 / np.pi))), b.op.Add(t, b.op.Mul(c(0.044715), cube)))
-        gate = b.op.Tanh(inner)
-    else:  # x/2 * (1 + erf(x / sqrt(2)))
-        gate = b.op.Erf(b.op.Mul(t, c(float(1 / np.sqrt(2)))))
-    return b.op.Mul(b.op.Mul(t, c(0.5)), b.op.Add(c(1.0), gate))
+    return gelu_body(b, t, tanh=bool(p))
 
 
 ACTIVATIONS = _activations()
@@ -246,7 +233,7 @@ _PATTERNS = _patterns()
 PATTERNS: list[Pattern] = [p for p, _ in _PATTERNS]
 
 
-def fused_function(op_type: str, ov: str, opset: int) -> Function:
+def _function(op_type: str, ov: str, opset: int) -> Function:
     """The decomposition of ``irforge::op_type`` at overload ``ov`` (as :func:`overload` spells it)."""
     inner = next(k for k, v in FUSED_OPS.items() if v == op_type)
     name, *raw = ov.split("_")
@@ -265,26 +252,8 @@ def fused_function(op_type: str, ov: str, opset: int) -> Function:
     return Function(DOMAIN, op_type, g, attributes=formals, overload=ov, doc_string=doc)
 
 
-def add_fused_functions(model: Model) -> int:
-    """Give ``model`` the function of every fused op its graphs call; the number added."""
-    opset = model.opset_imports.get("", 13)
-    added = 0
-    for g in model.graph.all_graphs():
-        for n in g:
-            key = (n.domain, n.op_type, n.overload)
-            if n.domain == DOMAIN and n.op_type in FUSED_OPS.values() and key not in model.functions:
-                model.add_function(fused_function(n.op_type, n.overload, opset))
-                added += 1
-    if added:
-        import_domain(model, DOMAIN)
-    return added
-
-
-def import_domain(model: Model, domain: str, version: int = 1) -> None:
-    """Import ``domain`` in the model (and in its graph, where the graph lists its own opsets)."""
-    model.opset_imports.setdefault(domain, version)
-    if model.graph.opset_imports:
-        model.graph.opset_imports.setdefault(domain, version)
+for _op in FUSED_OPS.values():
+    register_body(_op, lambda ov, opset, op=_op: _function(op, ov, opset))
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ A fused op (``irforge::FusedConv`` and the rest) runs everywhere as a call of it
 function; this pass swaps it for a target's own fused kernel where one exists and computes the
 same thing.  For ``onnxruntime`` that is the ``com.microsoft`` contrib op of the same name
 (``FusedConv`` in float32 with Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid or HardSwish;
-``FusedGemm`` in float32 with Relu, Tanh, Sigmoid, LeakyRelu or HardSigmoid); the other fused ops
-stay calls, which onnxruntime inlines.  The ``xla``/``stablehlo`` backends lower every call as a
+``FusedGemm`` in float32 with Relu, Tanh, Sigmoid, LeakyRelu or HardSigmoid; ``Gelu`` in float32
+as ``Gelu`` or, the tanh approximation, ``FastGelu``); the other fused ops stay calls, which
+onnxruntime inlines.  The ``xla``/``stablehlo`` backends lower every call as a
 ``stablehlo.composite`` named after the op and ``tvm`` inlines the body, so for them the graph is
 already in its final form and the pass changes nothing.  Functions no call uses any more are
 dropped.
@@ -25,7 +26,8 @@ from ..core_ir.graph import Graph
 from ..core_ir.interpreter import interpret
 from ..core_ir.node import Node
 from .base import Pass, PassContext, PassError, PassResult
-from .fuse_activation import DOMAIN, fused_function, import_domain, overload
+from .fuse_activation import overload
+from .fused_ops import DOMAIN, fused_function, import_domain
 from .inline_functions import drop_uncalled
 
 TARGETS = ("onnxruntime", "xla", "stablehlo", "tvm", "reference")
@@ -43,7 +45,14 @@ def _float32(node: Node) -> bool:
 
 
 def _to_onnxruntime(node: Node) -> bool:
-    """Make ``node`` onnxruntime's contrib op of the same name, where it has one that fits."""
+    """Make ``node`` onnxruntime's contrib op, where it has one that fits."""
+    if node.op_type == "Gelu":
+        if not _float32(node):
+            return False
+        node.op_type = "FastGelu" if node.overload == "tanh" else "Gelu"
+        node.remove_attribute("approximate")
+        node.domain, node.overload = ORT_DOMAIN, ""
+        return True
     activation = node.attr("activation")
     if node.op_type not in _ORT_ACTIVATIONS or activation not in _ORT_ACTIVATIONS[node.op_type] or not _float32(node):
         return False
@@ -108,5 +117,15 @@ def _contrib_kernel(op_type: str):
     return kernel
 
 
-KERNELS = [(ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS]
+def _gelu_kernel(tanh: bool):
+    def kernel(x, bias=None, **_schema_defaults):  # ONNX's Gelu schema adds approximate="none"
+        if bias is not None:  # FastGelu adds an optional bias first
+            x = x + bias
+        return interpret(_body("Gelu", "tanh" if tanh else "none").graph, [x], {"": _KERNEL_OPSET})[0]
+
+    return kernel
+
+
+KERNELS = [(ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS] + [
+    (ORT_DOMAIN, "Gelu", _gelu_kernel(False)), (ORT_DOMAIN, "FastGelu", _gelu_kernel(True))]
 """Reference kernels of the contrib ops this pass writes, registered with the built-in passes."""

@@ -12,6 +12,7 @@ from ..passes.freeze_initializers import FreezeInitializers
 from ..passes.fuse_activation import FuseActivation
 from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
 from ..passes.fuse_conv_bn import FuseConvBatchNorm
+from ..passes.fuse_gelu import FuseGelu
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
 from ..passes.fuse_matmul_add import FuseMatMulAdd
 from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
@@ -29,7 +30,7 @@ def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
-        FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused,
+        FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu,
     ]  # fmt: skip
 
 

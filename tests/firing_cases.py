@@ -203,11 +203,33 @@ GELUS = """  graph @gelus(%x: f32[2,8]) {
   }
 """
 
+NORMS = """  graph @norms(%x: f32[2,3,8], %r: f32[2,3,8]) {
+    init %axes = dense<i64[1]>[-1]
+    init %two = dense<f32[]>[2.0]
+    init %eps = dense<f32[]>[1e-05]
+    init %gamma = RANDOM<f32[8]>
+    init %beta = RANDOM<f32[8]>
+    %mean = ReduceMean(%x, %axes)
+    %d = Sub(%x, %mean)
+    %sq = Pow(%d, %two)
+    %var = ReduceMean(%sq, %axes)
+    %ve = Add(%var, %eps)
+    %std = Sqrt(%ve)
+    %n = Div(%d, %std)
+    %s = Mul(%n, %gamma)
+    %y1 = Add(%s, %beta)
+    %sum = Add(%y1, %r)
+    %y2 = LayerNormalization(%sum, %gamma, %beta) <axis = -1>
+    return %y2
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
     "fuse-activation": {"activations": ACTIVATIONS},
     "fuse-gelu": {"gelus": GELUS},
+    "fuse-layer-norm": {"norms": NORMS},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},

@@ -5,10 +5,11 @@ function; this pass swaps it for a target's own fused kernel where one exists an
 same thing.  For ``onnxruntime`` that is the ``com.microsoft`` contrib op of the same name
 (``FusedConv`` in float32 with Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid or HardSwish;
 ``FusedGemm`` in float32 with Relu, Tanh, Sigmoid, LeakyRelu or HardSigmoid; ``Gelu`` in float32
-as ``Gelu`` or, the tanh approximation, ``FastGelu``); the other fused ops stay calls, which
-onnxruntime inlines.  The ``xla``/``stablehlo`` backends lower every call as a
-``stablehlo.composite`` named after the op and ``tvm`` inlines the body, so for them the graph is
-already in its final form and the pass changes nothing.  Functions no call uses any more are
+as ``Gelu`` or, the tanh approximation, ``FastGelu``; ``SkipLayerNormalization`` in float32 over
+3-D inputs); the other fused ops stay calls, which onnxruntime inlines.  The ``xla`` and
+``stablehlo`` backends lower every call as a ``stablehlo.composite`` named after the op and
+``tvm`` inlines the body, so for them the graph is already in its final form and the pass
+changes nothing.  Functions no call uses any more are
 dropped.
 """
 
@@ -25,6 +26,7 @@ from ..core_ir.dtypes import DataType
 from ..core_ir.graph import Graph
 from ..core_ir.interpreter import interpret
 from ..core_ir.node import Node
+from ..core_ir.value import Value
 from .base import Pass, PassContext, PassError, PassResult
 from .fuse_activation import overload
 from .fused_ops import DOMAIN, fused_function, import_domain
@@ -44,8 +46,30 @@ def _float32(node: Node) -> bool:
     return dtypes == {DataType.FLOAT}
 
 
+def _skip_layer_norm(node: Node) -> bool:
+    """onnxruntime's SkipLayerNormalization: the same inputs, the sum as its fourth output."""
+    shape = getattr(node.inputs[0].type, "shape", None)
+    if not _float32(node) or shape is None or len(shape) != 3:
+        return False
+    y, total = node.outputs
+    new = Node("SkipLayerNormalization", list(node.inputs), domain=ORT_DOMAIN, attributes=dict(node.attributes),
+               outputs=[Value(f"{y.name}__ort", y.type), None, None, Value(f"{total.name}__ort", total.type)],
+               name=node.name)  # fmt: skip
+    new.metadata = node.metadata
+    graph = node.graph
+    graph.insert_before(node, new)
+    for old, value in ((y, new.outputs[0]), (total, new.outputs[3])):
+        keep = old.name
+        old.replace_all_uses_with(value)
+        old.name, value.name = f"{keep}__fused", keep  # the graph keeps its value names
+    graph.remove(node)
+    return True
+
+
 def _to_onnxruntime(node: Node) -> bool:
     """Make ``node`` onnxruntime's contrib op, where it has one that fits."""
+    if node.op_type == "SkipLayerNormalization":
+        return _skip_layer_norm(node)
     if node.op_type == "Gelu":
         if not _float32(node):
             return False
@@ -126,6 +150,18 @@ def _gelu_kernel(tanh: bool):
     return kernel
 
 
-KERNELS = [(ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS] + [
+def _skip_layer_norm_kernel(x, skip, gamma, beta=None, bias=None, epsilon: float = 1e-12, **_):
+    total = x + skip + (0 if bias is None else bias)
+    fn = _body("SkipLayerNormalization", "bias")
+    graph = instantiate(fn, {"epsilon": infer_attr("epsilon", epsilon)})
+    beta = np.zeros_like(gamma) if beta is None else beta
+    y, _ = interpret(graph, [total, np.zeros_like(total), gamma, beta], {"": _KERNEL_OPSET})
+    mean = total.mean(axis=-1, keepdims=True)
+    inv_std = 1 / np.sqrt(((total - mean) ** 2).mean(axis=-1, keepdims=True) + epsilon)
+    return y, mean.astype(total.dtype), inv_std.astype(total.dtype), total
+
+
+KERNELS = [(ORT_DOMAIN, "SkipLayerNormalization", _skip_layer_norm_kernel)] + [
+    (ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS] + [
     (ORT_DOMAIN, "Gelu", _gelu_kernel(False)), (ORT_DOMAIN, "FastGelu", _gelu_kernel(True))]
 """Reference kernels of the contrib ops this pass writes, registered with the built-in passes."""

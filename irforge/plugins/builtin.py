@@ -15,6 +15,7 @@ from ..passes.fuse_conv_bn import FuseConvBatchNorm
 from ..passes.fuse_gelu import FuseGelu
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
 from ..passes.fuse_matmul_add import FuseMatMulAdd
+from ..passes.fuse_norm import FuseLayerNorm
 from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
 from ..passes.fuse_pad_conv import FusePadConv
 from ..passes.inline_functions import InlineFunctions
@@ -30,7 +31,7 @@ def irforge_register_passes() -> list[type]:
     return [
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
-        FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu,
+        FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
     ]  # fmt: skip
 
 

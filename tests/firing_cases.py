@@ -224,12 +224,25 @@ NORMS = """  graph @norms(%x: f32[2,3,8], %r: f32[2,3,8]) {
   }
 """
 
+ATTENTION = """  graph @attention(%q: f32[2,3,5,4], %k: f32[2,3,5,4], %v: f32[2,3,5,4], %mask: f32[2,1,1,5]) {
+    init %c = dense<f32[]>[2.0]
+    %kt = Transpose(%k) <perm = ints[0, 1, 3, 2]>
+    %s = MatMul(%q, %kt)
+    %d = Div(%s, %c)
+    %a = Add(%d, %mask)
+    %p = Softmax(%a) <axis = -1>
+    %y = MatMul(%p, %v)
+    return %y
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
     "fuse-activation": {"activations": ACTIVATIONS},
     "fuse-gelu": {"gelus": GELUS},
     "fuse-layer-norm": {"norms": NORMS},
+    "fuse-attention": {"attention": ATTENTION},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},

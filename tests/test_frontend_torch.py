@@ -97,7 +97,7 @@ def test_nodes_carry_source_line_module_path_and_aten_op_through_print_and_O2():
     assert conv.metadata["source"].startswith(__file__ + ":")
     assert f'"source": "{__file__}:' in print_model(model)
     irforge.optimize(model, "-O2")
-    conv = next(n for n in model.graph if n.op_type == "Conv")
+    conv = next(n for n in model.graph if n.op_type in ("Conv", "FusedConv"))  # fused with its activation
     assert conv.metadata["module"] == "conv" and conv.metadata["source"].startswith(__file__)
 
 

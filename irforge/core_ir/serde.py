@@ -630,6 +630,10 @@ class Serializer:
                 fp.attribute.append(a)
         for domain, version in g.opset_imports.items():
             fp.opset_import.add(domain=domain, version=version)
+        for v in g._initializers.values():  # a FunctionProto has no initializers: Constant nodes
+            cp = fp.node.add(op_type="Constant", output=[self.name(v)])
+            attr = cp.attribute.add(name="value", type=onnx.AttributeProto.TENSOR)
+            tensor_to_proto(v.const_value, self.name(v), attr.t)
         for n in g:
             self.node(n, fp.node.add())
         for k, val in fn.metadata.items():

@@ -25,20 +25,21 @@ from __future__ import annotations
 
 _FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
-_ACTIVATION = "fuse-gelu,fuse-layer-norm,fuse-activation,dce"
+_FUSE_OPS = "fuse-gelu,fuse-layer-norm,fuse-attention,fuse-activation"
 
 LEVELS: dict[str, str] = {
     "O0": "",
     "O1": f"freeze-initializers,inline-functions,constant-fold,shape-inference,constant-fold,{_FUSE},{_SIMPLIFY},"
     "topological-sort",
-    "O2": f"O1,shape-inference,{_SIMPLIFY},{_ACTIVATION},topological-sort",
+    "O2": f"O1,shape-inference,{_SIMPLIFY},{_FUSE_OPS},{_SIMPLIFY},topological-sort",
     "O3": (
         "freeze-initializers,inline-functions,constant-fold{size-limit=16777216},shape-inference,"
         "constant-fold{size-limit=16777216},"
         f"{_FUSE},"
         "fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
         "shape-inference,fixpoint(canonicalize,constant-fold{size-limit=16777216},cse,dce){max-iterations=8},"
-        f"{_ACTIVATION},topological-sort"
+        f"{_FUSE_OPS},fixpoint(canonicalize,constant-fold{{size-limit=16777216}},cse,dce){{max-iterations=8}},"
+        "topological-sort"
     ),
 }
 
@@ -47,5 +48,5 @@ def with_target(pipeline: str, target: str | None) -> str:
     """``pipeline`` followed by ``target``'s lowering of the fused ops (nothing without a target)."""
     if not target:
         return pipeline
-    lowering = f"lower-fused{{target={target}}}"
+    lowering = f"lower-fused{{target={target}}},dce"
     return f"{pipeline},{lowering}" if pipeline else lowering

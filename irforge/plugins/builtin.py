@@ -10,6 +10,7 @@ from ..passes.dce import DeadCodeElimination
 from ..passes.expand_functions import ExpandFunctions
 from ..passes.freeze_initializers import FreezeInitializers
 from ..passes.fuse_activation import FuseActivation
+from ..passes.fuse_attention import FuseAttention
 from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
 from ..passes.fuse_conv_bn import FuseConvBatchNorm
 from ..passes.fuse_gelu import FuseGelu
@@ -32,6 +33,7 @@ def irforge_register_passes() -> list[type]:
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
+        FuseAttention,
     ]  # fmt: skip
 
 

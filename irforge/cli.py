@@ -47,7 +47,9 @@ def cmd_print(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from .core_ir.verifier import verify_model
+    from .plugins import default_registry
 
+    default_registry()  # the kernels of custom ops (onnxruntime's contrib ops, plugins' ops) count as known
     model = _load(args.model)
     problems = verify_model(model, raise_on_error=False)
     if problems:

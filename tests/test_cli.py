@@ -141,3 +141,18 @@ def test_print_into_a_reader_that_stops_early_is_not_an_error(tmp_path):
     proc.stdout.close()  # as `| head` does
     assert proc.wait(timeout=120) == 0
     assert proc.stderr.read() == b""
+
+
+def test_optimize_for_a_target_writes_its_kernels_and_keeps_outputs(tmp_path):
+    out = str(tmp_path / "out.onnx")
+    proc = _cli("optimize", EXAMPLE, "-o", out, "-O3", "--target", "onnxruntime")
+    assert proc.returncode == 0, proc.stderr
+    assert "-O3 --target onnxruntime" in proc.stdout
+    saved = onnx.load(out)
+    assert {(n.domain, n.op_type) for n in saved.graph.node} >= {("com.microsoft", "FusedConv")}
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    name = irforge.load(EXAMPLE).graph.inputs[0].name
+    want = interpret(irforge.load(EXAMPLE), {name: x})[0]
+    np.testing.assert_allclose(irforge.compile(irforge.load(out), "onnxruntime")(x)[0], want, rtol=1e-5, atol=1e-6)
+    bad = _cli("optimize", EXAMPLE, "-o", str(tmp_path / "bad.onnx"), "-O2", "--target", "gpu")
+    assert bad.returncode == 2 and "invalid choice: 'gpu'" in bad.stderr

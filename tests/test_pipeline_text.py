@@ -117,3 +117,27 @@ def test_a_negative_window_is_a_pipeline_error():
 
     with pytest.raises(PassError, match="window must be 0"):
         PassManager.parse("shape-inference{window=-1}")
+
+
+def test_the_readme_spells_every_level_as_it_is():
+    import os
+
+    from irforge.passes.levels import LEVELS
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    for name, text in LEVELS.items():
+        if text:
+            assert f"  {name}: {text}\n" in readme, f"README's {name} pipeline is stale"
+
+
+def test_a_target_ends_the_pipeline_with_its_lowering():
+    import irforge
+    from irforge.core_ir import parse_model
+    from irforge.passes.levels import with_target
+
+    assert with_target("O2", "onnxruntime") == "O2,lower-fused{target=onnxruntime},dce"
+    assert with_target("", "xla") == "lower-fused{target=xla},dce" and with_target("O1", None) == "O1"
+    model = parse_model('model {\n  opset "" = 21\n  graph @g(%x: f32[2]) {\n    %y = Relu(%x)\n    return %y\n  }\n}')
+    with pytest.raises(irforge.passes.PassFailedError, match="no lowering for target 'gpu'"):
+        irforge.optimize(model, "-O1", target="gpu")

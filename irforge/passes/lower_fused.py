@@ -44,7 +44,19 @@ class LowerFused(Pass):
             import_domain(model, ORT_DOMAIN)
             if graph is model.graph:
                 dropped = drop_uncalled(model)
+                _drop_unused_domain(model, DOMAIN)
         return PassResult(lowered > 0, {"lowered": lowered, "functions-dropped": dropped})
+
+
+
+def _drop_unused_domain(model, domain: str) -> None:
+    """Forget the import of ``domain`` once no node and no function uses it."""
+    if any(f.domain == domain for f in model.functions.values()):
+        return
+    if any(n.domain == domain for n in model.graph.all_nodes()):
+        return
+    model.opset_imports.pop(domain, None)
+    model.graph.opset_imports.pop(domain, None)
 
 
 __all__ = ["KERNELS", "TARGETS", "LowerFused"]

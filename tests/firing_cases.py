@@ -236,6 +236,22 @@ ATTENTION = """  graph @attention(%q: f32[2,3,5,4], %k: f32[2,3,5,4], %v: f32[2,
   }
 """
 
+RMS_NORM = """  graph @rms_norm(%x: f32[2,3,8]) {
+    init %axes = dense<i64[1]>[-1]
+    init %two = dense<f32[]>[2.0]
+    init %eps = dense<f32[]>[1e-06]
+    init %w = RANDOM<f32[8]>
+    %sq = Pow(%x, %two)
+    %ms = ReduceMean(%sq, %axes)
+    %ve = Add(%ms, %eps)
+    %rt = Sqrt(%ve)
+    %inv = Reciprocal(%rt)
+    %n = Mul(%x, %inv)
+    %y = Mul(%w, %n)
+    return %y
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
@@ -243,6 +259,7 @@ CASES: dict[str, dict[str, str]] = {
     "fuse-gelu": {"gelus": GELUS},
     "fuse-layer-norm": {"norms": NORMS},
     "fuse-attention": {"attention": ATTENTION},
+    "fuse-rms-norm": {"rms-norm": RMS_NORM},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},

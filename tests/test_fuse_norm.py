@@ -153,5 +153,7 @@ def test_a_bert_encoder_gets_2l_skip_norms_one_plain_norm_and_l_gelus():
         np.testing.assert_allclose(irforge.compile(model, backend)(feeds)[0], want[0], rtol=1e-4, atol=1e-4)
     irforge.optimize(model, "lower-fused{target=onnxruntime}")
     ops = Counter(f"{n.domain}::{n.op_type}" for n in model.graph)
-    assert ops["com.microsoft::SkipLayerNormalization"] == 2 * layers and ops["com.microsoft::Gelu"] == layers
+    assert ops["com.microsoft::SkipLayerNormalization"] == 2 * layers and ops["com.microsoft::BiasGelu"] == layers
+    skip_biases = sum(len(n.inputs) == 5 for n in model.graph if n.op_type == "SkipLayerNormalization")
+    assert skip_biases == 2 * layers  # each residual branch's linear bias joins the norm
     np.testing.assert_allclose(irforge.compile(model, "onnxruntime")(feeds)[0], want[0], rtol=1e-4, atol=1e-4)

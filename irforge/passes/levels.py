@@ -25,7 +25,7 @@ from __future__ import annotations
 
 _FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
-_FUSE_OPS = "fuse-gelu,fuse-layer-norm,fuse-attention,fuse-activation"
+_FUSE_OPS = "fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-attention,fuse-activation"
 
 LEVELS: dict[str, str] = {
     "O0": "",

@@ -1,8 +1,9 @@
 """The onnxruntime lowering of irforge's fused ops: its ``com.microsoft`` contrib kernels.
 
 ``FusedConv`` (float32; Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish),
-``FusedGemm`` (float32; Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid), ``Gelu``/``FastGelu``,
-``SkipLayerNormalization`` (float32, 3-D) and ``MultiHeadAttention`` (float32, the head split and
+``FusedGemm`` (float32; Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid), ``Gelu``/``FastGelu``
+(``BiasGelu`` with the bias Add before it), ``SkipLayerNormalization`` (float32, 3-D, a linear
+layer's bias Add before it absorbed) and ``MultiHeadAttention`` (float32, the head split and
 merge reshapes around the attention absorbed) replace the fused op where the kernel computes the
 same thing; anything else stays a call of its function, which onnxruntime inlines.  Every
 contrib op written here gets a reference kernel (the fused op's own decomposition), so the
@@ -21,6 +22,7 @@ from ..core_ir.clone import instantiate
 from ..core_ir.dtypes import DataType
 from ..core_ir.interpreter import interpret
 from ..core_ir.node import Node
+from ..core_ir.pattern import constant_value
 from ..core_ir.value import Value
 from .fuse_activation import overload
 from .fused_ops import fused_function
@@ -38,13 +40,36 @@ def _float32(node: Node) -> bool:
     return dtypes == {DataType.FLOAT}
 
 
+def _bias_add(v: Value, size: int) -> tuple[Value, Value] | None:
+    """``(x, bias)`` where ``v = x + bias``, ``bias`` a constant vector of ``size`` elements (a
+    linear layer's bias), read by nothing but its one user."""
+    add = v.producer()
+    if add is None or add.op_type != "Add" or add.domain or v.num_uses() != 1 or v.is_graph_output():
+        return None
+    for x, c in (add.inputs, add.inputs[::-1]):
+        bias = constant_value(c)
+        if bias is not None and bias.shape == (size,) and bias.dtype == np.float32:
+            return x, c
+    return None
+
+
 def _skip_layer_norm(node: Node) -> bool:
-    """onnxruntime's SkipLayerNormalization: the same inputs, the sum as its fourth output."""
+    """onnxruntime's SkipLayerNormalization: the same inputs, the sum as its fourth output; a
+    linear layer's bias added to the skip (or the input) joins as its fifth input."""
     shape = getattr(node.inputs[0].type, "shape", None)
     if not _float32(node) or shape is None or len(shape) != 3:
         return False
     y, total = node.outputs
-    new = Node("SkipLayerNormalization", list(node.inputs), domain=ORT_DOMAIN, attributes=dict(node.attributes),
+    inputs = list(node.inputs)
+    for i in (1, 0):
+        found = _bias_add(inputs[i], shape[2])
+        if found is not None:
+            inputs[i] = found[0]
+            beta = inputs[3] if len(inputs) > 3 else Builder(node.graph, before=node).constant(
+                np.zeros(shape[2], np.float32))  # fmt: skip
+            inputs = [*inputs[:3], beta, found[1]]
+            break
+    new = Node("SkipLayerNormalization", inputs, domain=ORT_DOMAIN, attributes=dict(node.attributes),
                outputs=[Value(f"{y.name}__ort", y.type), None, None, Value(f"{total.name}__ort", total.type)],
                name=node.name)  # fmt: skip
     new.metadata = node.metadata
@@ -152,9 +177,14 @@ def to_onnxruntime(node: Node) -> bool:
     if node.op_type == "Gelu":
         if not _float32(node):
             return False
-        node.op_type = "FastGelu" if node.overload == "tanh" else "Gelu"
+        tanh = node.overload == "tanh"
         node.remove_attribute("approximate")
         node.domain, node.overload = ORT_DOMAIN, ""
+        size = (getattr(node.inputs[0].type, "shape", None) or [None])[-1]
+        found = _bias_add(node.inputs[0], size) if isinstance(size, int) else None
+        node.op_type = "FastGelu" if tanh else "BiasGelu" if found else "Gelu"
+        if found:  # a linear layer's bias: BiasGelu / FastGelu add it themselves
+            node.set_inputs(list(found))
         return True
     activation = node.attr("activation")
     if node.op_type not in _ORT_ACTIVATIONS or activation not in _ORT_ACTIVATIONS[node.op_type] or not _float32(node):
@@ -198,6 +228,7 @@ def _contrib_kernel(op_type: str):
 
 def _gelu_kernel(tanh: bool):
     def kernel(x, bias=None, **_schema_defaults):  # ONNX's Gelu schema adds approximate="none"
+        """Gelu, BiasGelu (``x + bias`` first) and FastGelu (the tanh form, optional bias)."""
         if bias is not None:  # FastGelu adds an optional bias first
             x = x + bias
         return interpret(_body("Gelu", "tanh" if tanh else "none").graph, [x], {"": _KERNEL_OPSET})[0]
@@ -237,5 +268,6 @@ def _multi_head_attention_kernel(query, key, value, bias=None, key_padding_mask=
 KERNELS = [(ORT_DOMAIN, "SkipLayerNormalization", _skip_layer_norm_kernel),
            (ORT_DOMAIN, "MultiHeadAttention", _multi_head_attention_kernel)] + [
     (ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS] + [
-    (ORT_DOMAIN, "Gelu", _gelu_kernel(False)), (ORT_DOMAIN, "FastGelu", _gelu_kernel(True))]
+    (ORT_DOMAIN, "Gelu", _gelu_kernel(False)), (ORT_DOMAIN, "BiasGelu", _gelu_kernel(False)),
+    (ORT_DOMAIN, "FastGelu", _gelu_kernel(True))]
 """Reference kernels of the contrib ops this pass writes, registered with the built-in passes."""

@@ -19,6 +19,7 @@ from ..passes.fuse_matmul_add import FuseMatMulAdd
 from ..passes.fuse_norm import FuseLayerNorm
 from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
 from ..passes.fuse_pad_conv import FusePadConv
+from ..passes.fuse_rms_norm import FuseRmsNorm
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
 from ..passes.lower_fused import KERNELS, LowerFused
@@ -33,7 +34,7 @@ def irforge_register_passes() -> list[type]:
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
-        FuseAttention,
+        FuseAttention, FuseRmsNorm,
     ]  # fmt: skip
 
 

@@ -90,6 +90,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import torch_models
+    from rounds import time_in_rounds
 
     rows = []
     zoo = torch_models.models()
@@ -120,17 +121,9 @@ def main() -> None:
                 engines[engine] = (fn, reference)
                 time.sleep(args.pause)
             want = engines["pytorch"][1] if "pytorch" in engines else None
-            times: dict[str, list[float]] = {e: [] for e in engines}
-            per_round = max(1, -(-args.runs // args.rounds))
-            for _ in range(args.rounds):
-                for engine, (fn, _) in engines.items():
-                    for _ in range(per_round):
-                        if len(times[engine]) >= 3 and sum(times[engine]) > 30:
-                            break  # a slow engine: a few runs tell enough
-                        t = time.perf_counter()
-                        fn()
-                        times[engine].append(time.perf_counter() - t)
-                    time.sleep(args.pause)
+            # a slow engine stops after 30 s: a few runs tell enough
+            times = time_in_rounds({e: fn for e, (fn, _) in engines.items()}, args.runs, args.rounds, args.pause,
+                                   budget_s=30)  # fmt: skip
             for engine in args.engines:
                 row = {"model": name, "engine": engine}
                 if engine in errors:

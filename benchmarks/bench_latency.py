@@ -108,6 +108,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, HERE)
     import torch_models
+    from rounds import time_in_rounds
 
     rows = []
     zoo = torch_models.models()
@@ -129,15 +130,7 @@ def main() -> None:
                     print(name, engine, "failed:", errors[engine], flush=True)
                 time.sleep(args.pause)
             want = engines[BAR][1] if BAR in engines else None
-            times: dict[str, list[float]] = {e: [] for e in engines}
-            per_round = max(1, -(-args.runs // args.rounds))
-            for _ in range(args.rounds):
-                for engine, (fn, _) in engines.items():
-                    for _ in range(per_round):
-                        t = time.perf_counter()
-                        fn()
-                        times[engine].append(time.perf_counter() - t)
-                    time.sleep(args.pause)
+            times = time_in_rounds({e: fn for e, (fn, _) in engines.items()}, args.runs, args.rounds, args.pause)
             for engine in args.engines:
                 if engine not in engines and engine not in errors:
                     continue

@@ -32,8 +32,8 @@ from ..core_ir.model import Function
 from ..core_ir.node import Node
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
-from .base import Pass, PassContext, PassResult, run_patterns
-from .fused_ops import DOMAIN, add_fused_functions, gelu_body, register_body, scalar_like
+from .base import Pass, PassContext, PassResult
+from .fused_ops import DOMAIN, gelu_body, onnx_opset, register_body, run_fusion, scalar_like
 
 FUSED_OPS = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
 _FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
@@ -262,13 +262,6 @@ class FuseActivation(Pass):
     summary = "Conv / Gemm / MatMul + activation (Relu, Clip, Sigmoid, SiLU, GELU, ...) -> one irforge fused op"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        model = ctx.model
-        if model is None:
-            return PassResult(False)
-        opset = model.opset_imports.get("", 13)
-        usable = [p for p, act in _PATTERNS if act.min_opset <= opset]
-        result = run_patterns(self, graph, ctx, usable)
-        if result.changed:
-            add_fused_functions(model)
-        return result
+        opset = onnx_opset(ctx, graph)
+        return run_fusion(self, graph, ctx, [p for p, act in _PATTERNS if act.min_opset <= opset])
 

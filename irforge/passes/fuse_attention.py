@@ -25,8 +25,8 @@ from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
-from .base import Pass, PassContext, PassResult, run_patterns
-from .fused_ops import DOMAIN, add_fused_functions, only_read_inside, register_body
+from .base import Pass, PassContext, PassResult
+from .fused_ops import DOMAIN, only_read_inside, register_body, run_fusion
 
 _FLOATS = (1, 10, 11, 16)
 _SWAP_LAST = [0, 1, 3, 2]
@@ -126,8 +126,5 @@ class FuseAttention(Pass):
     summary = "scaled dot-product attention in primitives (any scale form, optional mask) -> irforge::Attention"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        result = run_patterns(self, graph, ctx, PATTERNS)
-        if result.changed and ctx.model is not None:
-            add_fused_functions(ctx.model)
-        return result
+        return run_fusion(self, graph, ctx, PATTERNS)
 

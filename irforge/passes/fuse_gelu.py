@@ -22,8 +22,8 @@ from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
-from .base import Pass, PassContext, PassResult, run_patterns
-from .fused_ops import DOMAIN, add_fused_functions, gelu_body, only_read_inside, register_body
+from .base import Pass, PassContext, PassResult
+from .fused_ops import DOMAIN, gelu_body, only_read_inside, onnx_opset, register_body, run_fusion
 
 _CONSTANTS = {"half": 0.5, "one": 1.0, "cubic": 0.044715, "sqrt2pi": float(np.sqrt(2 / np.pi))}
 
@@ -126,8 +126,4 @@ class FuseGelu(Pass):
     summary = "GELU written in primitives (erf or tanh form, any product order) -> one Gelu op"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        native = ctx.opset_imports(graph).get("", 13) >= 20
-        result = run_patterns(self, graph, ctx, PATTERNS[native])
-        if result.changed and ctx.model is not None:
-            add_fused_functions(ctx.model)
-        return result
+        return run_fusion(self, graph, ctx, PATTERNS[onnx_opset(ctx, graph) >= 20])

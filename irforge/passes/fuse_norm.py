@@ -32,8 +32,8 @@ from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
-from .base import Pass, PassContext, PassResult, run_patterns
-from .fused_ops import DOMAIN, add_fused_functions, only_read_inside, register_body
+from .base import Pass, PassContext, PassResult
+from .fused_ops import DOMAIN, only_read_inside, onnx_opset, register_body, run_fusion
 
 _FLOATS = (1, 10, 11, 16)
 
@@ -222,11 +222,7 @@ class FuseLayerNorm(Pass):
     """Also fuse a residual Add into the norm after it (``irforge::SkipLayerNormalization``)."""
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        opset = ctx.opset_imports(graph).get("", 13)
-        if opset < 17:
+        if onnx_opset(ctx, graph) < 17:
             return PassResult(False)
         patterns = PATTERNS if self.skip else [p for p in PATTERNS if not p.name.startswith("skip")]
-        result = run_patterns(self, graph, ctx, patterns)
-        if result.changed and ctx.model is not None:
-            add_fused_functions(ctx.model)
-        return result
+        return run_fusion(self, graph, ctx, patterns)

@@ -24,8 +24,8 @@ from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
-from .base import Pass, PassContext, PassResult, run_patterns
-from .fused_ops import DOMAIN, add_fused_functions, only_read_inside, register_body
+from .base import Pass, PassContext, PassResult
+from .fused_ops import DOMAIN, only_read_inside, onnx_opset, register_body, run_fusion
 
 _FLOATS = (1, 10, 11, 16)
 
@@ -178,8 +178,4 @@ class FuseRmsNorm(Pass):
     summary = "RMS norm in primitives (Pow or x*x, Div or Reciprocal, optional weight) -> one RMSNormalization"
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
-        native = ctx.opset_imports(graph).get("", 13) >= 23
-        result = run_patterns(self, graph, ctx, PATTERNS[native])
-        if result.changed and ctx.model is not None:
-            add_fused_functions(ctx.model)
-        return result
+        return run_fusion(self, graph, ctx, PATTERNS[onnx_opset(ctx, graph) >= 23])

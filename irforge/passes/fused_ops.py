@@ -18,6 +18,7 @@ import numpy as np
 from ..core_ir.builder import Builder
 from ..core_ir.model import Function, Model
 from ..core_ir.value import Value
+from .base import PassResult, run_patterns
 
 DOMAIN = "irforge"
 """The domain of every fused op irforge makes."""
@@ -65,6 +66,23 @@ def only_read_inside(m) -> bool:
             if v is not None and (v.is_graph_output() or any(u not in inside for u in v.users())):
                 return False
     return True
+
+
+def run_fusion(pass_, graph, ctx, patterns) -> PassResult:
+    """The body of a fusion pass: rewrite ``graph`` with ``patterns``, then give the model the
+    functions of the fused ops made.  Without a model (a bare graph) nothing is fused: a fused op
+    needs a model to hold its function."""
+    if ctx.model is None:
+        return PassResult(False)
+    result = run_patterns(pass_, graph, ctx, patterns)
+    if result.changed:
+        add_fused_functions(ctx.model)
+    return result
+
+
+def onnx_opset(ctx, graph) -> int:
+    """The ONNX opset ``graph`` is written against."""
+    return ctx.opset_imports(graph).get("", 13)
 
 
 def import_domain(model: Model, domain: str, version: int = 1) -> None:

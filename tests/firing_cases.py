@@ -252,6 +252,20 @@ RMS_NORM = """  graph @rms_norm(%x: f32[2,3,8]) {
   }
 """
 
+MATMUL_SCALE = """  graph @matmul_scale(%x: f32[2,5,8]) {
+    init %w1 = RANDOM<f32[8,6]>
+    init %w2 = RANDOM<f32[6,4]>
+    init %c = dense<f32[]>[0.125]
+    init %d = dense<f32[]>[3.0]
+    %s = Mul(%x, %c)
+    %h = MatMul(%s, %w1)
+    %t = Tanh(%h)
+    %o = MatMul(%t, %w2)
+    %y = Div(%o, %d)
+    return %y
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
@@ -260,6 +274,7 @@ CASES: dict[str, dict[str, str]] = {
     "fuse-layer-norm": {"norms": NORMS},
     "fuse-attention": {"attention": ATTENTION},
     "fuse-rms-norm": {"rms-norm": RMS_NORM},
+    "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},

@@ -12,20 +12,23 @@
   topological order.
 - ``O2``: ``O1``, then shapes are inferred again on the simplified graph (folding often makes
   shapes static that were not) and the simplification round runs once more to use them; then
-  every Conv, Gemm and MatMul absorbs the activation after it (``fuse-activation``: one
-  ``irforge`` fused op that carries its decomposition as a model-local function, so every
-  runtime still runs it).
+  the fusions: constant scalar factors join the MatMul weights next to them, GELU, layer norm
+  (with a residual Add), RMS norm and attention written in primitives become one op each, and
+  every Conv, Gemm and MatMul absorbs the activation after it (each fused op is of domain
+  ``irforge`` and carries its decomposition as a model-local function, so every runtime still
+  runs it); a last simplification round cleans up after them.
 - ``O3``: ``O2`` with a 16 MiB folding limit: fewer nodes for larger files.
 
 A target (``irforge optimize --target onnxruntime``, ``irforge.optimize(..., target=...)``) adds
-its lowering at the end: ``lower-fused{target=X}`` swaps fused ops for the target's own kernels.
+its lowering at the end: ``lower-fused{target=X},dce`` swaps fused ops for the target's own
+kernels.
 """
 
 from __future__ import annotations
 
 _FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
-_FUSE_OPS = "fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-attention,fuse-activation"
+_FUSE_OPS = "fold-matmul-scale,fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-attention,fuse-activation"
 
 LEVELS: dict[str, str] = {
     "O0": "",

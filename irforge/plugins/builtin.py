@@ -8,6 +8,7 @@ from ..passes.constant_fold import ConstantFold
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
 from ..passes.expand_functions import ExpandFunctions
+from ..passes.fold_matmul_scale import FoldMatMulScale
 from ..passes.freeze_initializers import FreezeInitializers
 from ..passes.fuse_activation import FuseActivation
 from ..passes.fuse_attention import FuseAttention
@@ -34,7 +35,7 @@ def irforge_register_passes() -> list[type]:
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
-        FuseAttention, FuseRmsNorm,
+        FuseAttention, FuseRmsNorm, FoldMatMulScale,
     ]  # fmt: skip
 
 

@@ -266,6 +266,32 @@ MATMUL_SCALE = """  graph @matmul_scale(%x: f32[2,5,8]) {
   }
 """
 
+LAYOUT = """  graph @layout(%x: f32[2,3,8,8]) {
+    init %w = RANDOM<f32[4,3,3,3]>
+    init %b = RANDOM<f32[4]>
+    init %k = RANDOM<f32[4,1,1]>
+    %c: f32[2,4,8,8] = Conv(%x, %w, %b) <pads = ints[1, 1, 1, 1]>
+    %r: f32[2,4,8,8] = Relu(%c)
+    %s: f32[2,4,8,8] = Mul(%r, %k)
+    %m: f32[2,4,4,4] = MaxPool(%s) <kernel_shape = ints[2, 2], strides = ints[2, 2]>
+    %g: f32[2,4,1,1] = GlobalAveragePool(%m)
+    %y: f32[2,4] = Flatten(%g)
+    return %y
+  }
+"""
+
+TRANSPOSES = """  graph @transposes(%x: f32[2,3,4,5], %z: f32[2,3,4,5]) {
+    init %k = RANDOM<f32[5,1,1]>
+    %t = Transpose(%x) <perm = ints[0, 3, 1, 2]>
+    %u = Transpose(%z) <perm = ints[0, 3, 1, 2]>
+    %a = Add(%t, %u)
+    %s = Mul(%a, %k)
+    %r = Relu(%s)
+    %y = Transpose(%r) <perm = ints[0, 2, 3, 1]>
+    return %y
+  }
+"""
+
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
     "fuse-pad-conv": {"pad-conv": PAD_CONV},
@@ -275,6 +301,8 @@ CASES: dict[str, dict[str, str]] = {
     "fuse-attention": {"attention": ATTENTION},
     "fuse-rms-norm": {"rms-norm": RMS_NORM},
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
+    "convert-layout": {"small-cnn": LAYOUT},
+    "cancel-transposes": {"transposed-residual": TRANSPOSES},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},
     "cancel-reshapes": {"reshape-relu-reshape": RESHAPES},

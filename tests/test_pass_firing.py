@@ -47,7 +47,7 @@ def test_pass_fires_and_keeps_the_outputs(pass_name, case):
     assert_close(want, got, f"{pass_name} on {case} (onnxruntime)")
 
 
-STRING_OPTIONS = {"ops": "Gelu+HardSwish", "keep": "Softmax+LayerNormalization", "target": "tvm"}
+STRING_OPTIONS = {"ops": "Gelu+HardSwish", "keep": "Softmax+LayerNormalization", "target": "tvm", "to": "NCHW"}
 """Non-default values of the string options (op lists) the passes take."""
 
 

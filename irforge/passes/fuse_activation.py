@@ -91,6 +91,8 @@ def _activations() -> list[Activation]:
 
     return [
         *(plain(op) for op in ("Relu", "Sigmoid", "Tanh")),
+        # no activation: only layout conversion makes these (a channels-last Conv on its own)
+        Activation("Identity", lambda p, t: p.op.Identity(t), lambda m: None, lambda b, t, _: t),
         Activation("HardSwish", lambda p, t: p.op.HardSwish(t), lambda m: [], lambda b, t, _: b.op.HardSwish(t), 14),
         Activation("LeakyRelu", lambda p, t: p.op.LeakyRelu(t), leaky, lambda b, t, a: b.op.LeakyRelu(t, alpha=a[0])),
         Activation("HardSigmoid", lambda p, t: p.op.HardSigmoid(t), hard_sigmoid,
@@ -117,9 +119,14 @@ def _gelu_body(b: Builder, t: Value, p: list[float]) -> Value:
 ACTIVATIONS = _activations()
 
 
-def overload(activation: str, params: list[float]) -> str:
-    """The function overload of one activation with its parameters: ``LeakyRelu_0.1``."""
-    return "_".join([activation, *(str(np.float32(p)) for p in params)])
+CHANNELS_LAST = "nhwc_"
+"""The overload prefix of a fused convolution over channels-last (NHWC) tensors."""
+
+
+def overload(activation: str, params: list[float], channels_last: bool = False) -> str:
+    """The function overload of one activation with its parameters: ``LeakyRelu_0.1`` (and
+    ``nhwc_LeakyRelu_0.1`` for a convolution whose input and output are channels-last)."""
+    return (CHANNELS_LAST if channels_last else "") + "_".join([activation, *(str(np.float32(p)) for p in params)])
 
 
 def _inner(m: Match) -> Node:
@@ -128,6 +135,12 @@ def _inner(m: Match) -> Node:
 
 def _explicit_attrs(inner: Node, m: Match) -> dict[str, object] | None:
     """Every formal attribute of the fused op, defaults written out; None where one is not known."""
+    return explicit_attrs(inner, m.shape("w"))
+
+
+def explicit_attrs(inner: Node, w: tuple | None) -> dict[str, object] | None:
+    """The formal attributes of the fused op of ``inner`` (a Conv, Gemm or MatMul whose weight has
+    shape ``w``), defaults written out; None where one is not known."""
     attrs = inner.attributes
     if any(a.ref is not None for a in attrs.values()):
         return None
@@ -137,7 +150,6 @@ def _explicit_attrs(inner: Node, m: Match) -> dict[str, object] | None:
                 "transA": int(get.get("transA", 0)), "transB": int(get.get("transB", 0))}  # fmt: skip
     if inner.op_type == "MatMul":
         return {}
-    w = m.shape("w")
     if w is None or not all(isinstance(d, int) for d in w) or len(w) < 3:
         return None
     spatial = len(w) - 2
@@ -236,19 +248,23 @@ PATTERNS: list[Pattern] = [p for p, _ in _PATTERNS]
 def _function(op_type: str, ov: str, opset: int) -> Function:
     """The decomposition of ``irforge::op_type`` at overload ``ov`` (as :func:`overload` spells it)."""
     inner = next(k for k, v in FUSED_OPS.items() if v == op_type)
-    name, *raw = ov.split("_")
+    channels_last = ov.startswith(CHANNELS_LAST)
+    name, *raw = ov.removeprefix(CHANNELS_LAST).split("_")
     params = [float(p) for p in raw]
     act = next(a for a in ACTIVATIONS if a.name == name)
     names = ("X", "W", "B") if inner != "MatMul" else ("A", "B")
     g = Graph(inputs=[Value(n) for n in names], name=f"{op_type}_{ov}", opset_imports={"": opset})
     b = Builder(g, opset=opset)
-    node = b.add_node(inner, list(g.inputs), domain="", num_outputs=1)
+    x = b.op.Transpose(g.inputs[0], perm=[0, 3, 1, 2]) if channels_last else g.inputs[0]
+    node = b.add_node(inner, [x, *g.inputs[1:]], domain="", num_outputs=1)
     for key, kind in _ATTRS[inner]:
         node.set_attribute(key, Attr(key, kind, None, ref=key))
     y = act.body(b, node.outputs[0], params)
-    g.append_output(y)
-    formals = [k for k, _ in _ATTRS[inner]] + ["activation", "activation_params"]
-    doc = f"{inner} followed by {name}{params or ''}: the decomposition of irforge::{op_type}"
+    g.append_output(b.op.Transpose(y, perm=[0, 2, 3, 1]) if channels_last else y)
+    formals = [k for k, _ in _ATTRS[inner]] + ["activation", "activation_params"] + (
+        ["channels_last"] if channels_last else [])  # fmt: skip
+    layout = " over channels-last tensors" if channels_last else ""
+    doc = f"{inner} followed by {name}{params or ''}{layout}: the decomposition of irforge::{op_type}"
     return Function(DOMAIN, op_type, g, attributes=formals, overload=ov, doc_string=doc)
 
 

@@ -21,7 +21,8 @@
 
 A target (``irforge optimize --target onnxruntime``, ``irforge.optimize(..., target=...)``) adds
 its lowering at the end: ``lower-fused{target=X},dce`` swaps fused ops for the target's own
-kernels.
+kernels; at ``O3``, a target whose convolutions want channels-last (xla, stablehlo) first gets
+``convert-layout{to=NHWC}`` and ``cancel-transposes``.
 """
 
 from __future__ import annotations
@@ -47,9 +48,18 @@ LEVELS: dict[str, str] = {
 }
 
 
+LAYOUTS = {"xla": "NHWC", "stablehlo": "NHWC"}
+"""The layout each target's convolutions are fastest in, where it is not ONNX's NCHW (the
+backends' ``preferred_layout``)."""
+
+
 def with_target(pipeline: str, target: str | None) -> str:
-    """``pipeline`` followed by ``target``'s lowering of the fused ops (nothing without a target)."""
+    """``pipeline`` followed by ``target``'s lowering of the fused ops (nothing without a target);
+    at ``O3`` the target's preferred layout first (``convert-layout``, ``cancel-transposes``)."""
     if not target:
         return pipeline
-    lowering = f"lower-fused{{target={target}}},dce"
-    return f"{pipeline},{lowering}" if pipeline else lowering
+    steps = [pipeline] if pipeline else []
+    if pipeline == "O3" and target in LAYOUTS:
+        steps.append(f"convert-layout{{to={LAYOUTS[target]}}},fixpoint(cancel-transposes,dce){{max-iterations=8}}")
+    steps.append(f"lower-fused{{target={target}}},dce")
+    return ",".join(steps)

@@ -187,6 +187,8 @@ def to_onnxruntime(node: Node) -> bool:
             node.set_inputs(list(found))
         return True
     activation = node.attr("activation")
+    if node.attr("channels_last"):
+        return False  # onnxruntime's FusedConv is channels-first
     if node.op_type not in _ORT_ACTIVATIONS or activation not in _ORT_ACTIVATIONS[node.op_type] or not _float32(node):
         return False
     if node.op_type == "FusedGemm":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..passes.cancel_reshapes import CancelReshapes
 from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.constant_fold import ConstantFold
+from ..passes.convert_layout import CancelTransposes, ConvertLayout
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
 from ..passes.expand_functions import ExpandFunctions
@@ -35,7 +36,7 @@ def irforge_register_passes() -> list[type]:
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
-        FuseAttention, FuseRmsNorm, FoldMatMulScale,
+        FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes,
     ]  # fmt: skip
 
 

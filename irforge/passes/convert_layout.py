@@ -84,6 +84,8 @@ def _pool_attrs(node: Node) -> dict | None:
 
 def _channels_last(node: Node, opset: int) -> bool:
     """Replace ``node`` by its channels-last form between two transposes; False where it has none."""
+    if node.op_type not in ("Conv", "FusedConv", "GlobalAveragePool", *_POOL_ATTRS) or not node.inputs:
+        return False
     x, out = node.inputs[0], node.outputs[0]
     if not _rank4(x) or len([o for o in node.outputs if o is not None]) != 1:
         return False

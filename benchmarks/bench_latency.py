@@ -6,7 +6,8 @@ onnxruntime rows: the original under ``ORT_DISABLE_ALL`` (no graph work at all) 
 ``-O3 --target onnxruntime`` outputs under ``ORT_DISABLE_ALL`` (only irforge's graph work counts)
 and under ``ORT_ENABLE_ALL``; on BERT also onnxruntime's offline transformer optimizer
 (``onnxruntime.transformers.optimizer``, ``model_type="bert"``) under ``ORT_ENABLE_ALL``.  XLA
-rows: irforge ``-O1`` and ``-O3 --target xla``, each compiled by XLA.
+rows: irforge ``-O1`` and ``-O3`` with ``convert-layout{to=NHWC}`` (channels-last), each compiled
+by XLA.
 
 Models: ResNet-50, MobileNetV2 (224x224) and BERT-base (seq 128) of ``torch_models.py``, batch 1,
 2 threads, spinning off.  Every engine is checked against the original's outputs, then timed in
@@ -36,7 +37,7 @@ BAR = "original, ORT_ENABLE_ALL"
 ENGINES = [
     "original, ORT_DISABLE_ALL", BAR, "irforge -O2, ORT_DISABLE_ALL",
     "irforge -O3 --target onnxruntime, ORT_DISABLE_ALL", "irforge -O3 --target onnxruntime, ORT_ENABLE_ALL",
-    "ort transformers optimizer, ORT_ENABLE_ALL", "irforge -O1 → xla", "irforge -O3 --target xla → xla",
+    "ort transformers optimizer, ORT_ENABLE_ALL", "irforge -O1 → xla", "irforge -O3 + NHWC → xla",
 ]  # fmt: skip
 
 
@@ -83,8 +84,9 @@ def _engine(engine: str, path: str, feeds: dict, tmp: str, name: str):
         import irforge
 
         level = engine.split()[1].rstrip(",")
-        target = "xla" if "--target" in engine else None
-        model = irforge.optimize(irforge.load(path), level, target=target)
+        if "NHWC" in engine:
+            level += ",convert-layout{to=NHWC},fixpoint(cancel-transposes,dce)"
+        model = irforge.optimize(irforge.load(path), level, target="xla")
         exe = irforge.compile(model, "xla")
         return (lambda: exe(feeds)[0]), len(model.graph)
     level = engine.split()[1].rstrip(",")

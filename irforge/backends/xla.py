@@ -31,7 +31,6 @@ class XLABackend(Backend):
     targets = ("hlo", "hlo-optimized")
     devices = ("cpu", "gpu")
     expands_functions = True
-    preferred_layout = "NHWC"  # XLA's CPU and GPU convolutions; -O3 --target converts to it
 
     def supported_ops(self) -> set[tuple[str, str]]:
         return StableHLOBackend().supported_ops()

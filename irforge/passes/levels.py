@@ -21,8 +21,8 @@
 
 A target (``irforge optimize --target onnxruntime``, ``irforge.optimize(..., target=...)``) adds
 its lowering at the end: ``lower-fused{target=X},dce`` swaps fused ops for the target's own
-kernels; at ``O3``, a target whose convolutions want channels-last (xla, stablehlo) first gets
-``convert-layout{to=NHWC}`` and ``cancel-transposes``.
+kernels; at ``O3``, a target listed in ``LAYOUTS`` first gets ``convert-layout`` and
+``cancel-transposes`` (none is listed yet).
 """
 
 from __future__ import annotations
@@ -50,9 +50,11 @@ LEVELS: dict[str, str] = {
 }
 
 
-LAYOUTS = {"xla": "NHWC", "stablehlo": "NHWC"}
-"""The layout each target's convolutions are fastest in, where it is not ONNX's NCHW (the
-backends' ``preferred_layout``)."""
+LAYOUTS: dict[str, str] = {}
+"""The layout ``-O3 --target X`` converts to, where it is not ONNX's NCHW.  None yet: XLA's CPU
+convolutions are faster channels-last one by one, but ``convert-layout{to=NHWC}`` measured no
+gain on whole networks here (MobileNetV2 1.08x, ResNet-50 0.89x against ``-O1``; README,
+"Latency"), so it is a pass to ask for, not part of a level."""
 
 
 def with_target(pipeline: str, target: str | None) -> str:

@@ -16,7 +16,6 @@ class StableHLOBackend(Backend):
     name = "stablehlo"
     targets = ("stablehlo", "stablehlo-bytecode")
     expands_functions = True
-    preferred_layout = "NHWC"  # XLA's CPU and GPU convolutions; -O3 --target converts to it
 
     def supported_ops(self) -> set[tuple[str, str]]:
         return {("", op) for op in RULES} | {("", "Constant"), ("", "If"), ("", "Loop")}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pytest
 import zoo
 
@@ -15,11 +14,6 @@ from irforge.core_ir import clone_model, interpret, parse_model
 from irforge.testing import assert_preserves_semantics
 
 _LAYOUT = "shape-inference,convert-layout{to=NHWC},fixpoint(cancel-transposes,dce){max-iterations=8}"
-
-
-def _close(want, got, where):
-    for w, g in zip(want, got, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(w).max())), err_msg=where)
 
 
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2"])
@@ -35,12 +29,12 @@ def test_a_cnn_goes_channels_last_with_one_transpose_and_back(name):
     (t,) = [n for n in model.graph if n.op_type == "Transpose"]
     assert t.inputs[0].is_graph_input()  # the one transpose is the input's
     for backend in ("reference", "xla", "onnxruntime", "tvm"):
-        _close(want, irforge.compile(model, backend)(feeds), f"{name} channels-last on {backend}")
+        zoo.assert_close_to_scale(want, irforge.compile(model, backend)(feeds), f"{name} channels-last on {backend}")
     hlo = irforge.emit(model, "hlo", dims={"batch": 1}).data
     assert "convolution" in hlo
     back = irforge.optimize(clone_model(model), "convert-layout{to=NCHW},fixpoint(cancel-transposes,dce)")
     assert Counter(n.op_type for n in back.graph)["Transpose"] == 0
-    _close(want, irforge.compile(back, "onnxruntime")(feeds), f"{name} back to NCHW")
+    zoo.assert_close_to_scale(want, irforge.compile(back, "onnxruntime")(feeds), f"{name} back to NCHW")
 
 
 _SINK = """model {{

@@ -161,12 +161,6 @@ def _conv_bn_relu(proto: onnx.ModelProto) -> int:
     return out
 
 
-def _close(want: list, got: list, where: str) -> None:
-    """Within 1e-4 of the outputs' scale: fifty float32 layers reassociate sums differently."""
-    for w, g in zip(want, got, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(w).max())), err_msg=where)
-
-
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2"])
 def test_cnns_fold_every_batchnorm_and_fuse_every_conv_activation(name):
     proto = getattr(zoo, name)(size=64)
@@ -177,8 +171,9 @@ def test_cnns_fold_every_batchnorm_and_fuse_every_conv_activation(name):
     proto2 = irforge.to_onnx(model)
     assert _relu_after_conv(proto2) == 0 and _count(model, "Conv") + _count(model, "Clip") + _count(model, "Relu") > 0
     assert _count(model, "FusedConv", "irforge") == _conv_bn_relu(proto)
-    _close(want, _onnxruntime_outputs(model, feeds), f"{name} -O2 (onnxruntime)")
+    zoo.assert_close_to_scale(want, _onnxruntime_outputs(model, feeds), f"{name} -O2 (onnxruntime)")
     irforge.optimize(model, "lower-fused{target=onnxruntime}")
     assert _count(model, "FusedConv", "com.microsoft") == _conv_bn_relu(proto)
     assert _count(model, "FusedConv", "irforge") == 0
-    _close(want, _onnxruntime_outputs(model, feeds), f"{name} -O2 --target onnxruntime (onnxruntime)")
+    got = _onnxruntime_outputs(model, feeds)
+    zoo.assert_close_to_scale(want, got, f"{name} -O2 --target onnxruntime (onnxruntime)")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch_models
 import zoo
@@ -48,11 +47,6 @@ def _run(model, backend, feeds):
     return exe(feeds) if isinstance(feeds, dict) else exe(*feeds)
 
 
-def _close(want, got, where):
-    for w, g in zip(want, got, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())), err_msg=where)
-
-
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def original(request):
     model, feeds = MODELS[request.param]()
@@ -73,6 +67,7 @@ def test_o3_for_each_target_keeps_the_outputs_on_that_target(original, target):
         with pytest.raises(UnsupportedError, match=REFUSED[name, target]):
             _run(optimized, target, feeds)
         return
-    _close(want, _run(optimized, target, feeds), f"{name} -O3 --target {target} on {target}")
+    where = f"{name} -O3 --target {target}"
+    zoo.assert_close_to_scale(want, _run(optimized, target, feeds), f"{where} on {target}", scale=1e-4)
     if target == "onnxruntime":
-        _close(want, _run(optimized, "reference", feeds), f"{name} -O3 --target onnxruntime, reference")
+        zoo.assert_close_to_scale(want, _run(optimized, "reference", feeds), f"{where}, reference", scale=1e-4)

@@ -94,6 +94,11 @@ def bit_width(dtype: int) -> int:
     return to_numpy(dtype).itemsize * 8
 
 
+COMPUTE_FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
+"""The float types kernels compute in (the 8-, 6- and 4-bit floats are storage formats): what a
+fusion or fold that rewrites arithmetic accepts."""
+
+
 def is_floating(dtype: int) -> bool:
     return dtype in _FLOATING
 

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core_ir.builder import Builder
+from ..core_ir.dtypes import COMPUTE_FLOATS
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult, run_patterns
 from .fused_ops import only_read_inside
-
-_FLOATS = (1, 10, 11, 16)
 
 
 def _factor(m: Match) -> float | None:
@@ -40,7 +39,7 @@ def _check(m: Match) -> bool:
     w = m.constant("w")
     if w is None or w.ndim != 2:
         return m.fail("the weights are not a constant matrix")
-    if m.dtype("w") not in _FLOATS or m.dtype("c") != m.dtype("w") or m.dtype("x") != m.dtype("w"):
+    if m.dtype("w") not in COMPUTE_FLOATS or m.dtype("c") != m.dtype("w") or m.dtype("x") != m.dtype("w"):
         return m.fail("not one float type")
     if _factor(m) is None:
         return m.fail("the factor is not a constant non-zero scalar")

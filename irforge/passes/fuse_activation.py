@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder
-from ..core_ir.dtypes import DataType, to_numpy
+from ..core_ir.dtypes import COMPUTE_FLOATS, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.node import Node
@@ -36,7 +36,6 @@ from .base import Pass, PassContext, PassResult
 from .fused_ops import DOMAIN, gelu_body, onnx_opset, register_body, run_fusion, scalar_like
 
 FUSED_OPS = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
-_FLOATS = frozenset({DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16})
 _ATTRS: dict[str, tuple[tuple[str, AttrKind], ...]] = {
     "Conv": (("dilations", AttrKind.INTS), ("group", AttrKind.INT), ("kernel_shape", AttrKind.INTS),
              ("pads", AttrKind.INTS), ("strides", AttrKind.INTS)),
@@ -188,7 +187,7 @@ def _make_check(act: Activation):
             return m.fail("the result before the activation is read elsewhere")
         if t.is_graph_output():
             return m.fail("the result before the activation is a graph output")
-        if _dtype(inner, m) not in _FLOATS:
+        if _dtype(inner, m) not in COMPUTE_FLOATS:
             return m.fail("not a float type")
         if act.params(m) is None:
             return False

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder
+from ..core_ir.dtypes import COMPUTE_FLOATS
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
@@ -28,7 +29,6 @@ from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
 from .fused_ops import DOMAIN, only_read_inside, register_body, run_fusion
 
-_FLOATS = (1, 10, 11, 16)
 _SWAP_LAST = [0, 1, 3, 2]
 
 
@@ -43,7 +43,7 @@ def _scale(m: Match) -> float | None:
 
 
 def _check(m: Match) -> bool:
-    if m.dtype("q") not in _FLOATS:
+    if m.dtype("q") not in COMPUTE_FLOATS:
         return m.fail("not a float type")
     if any(m.rank(n) != 4 for n in ("q", "v")):
         return m.fail("Q and V are not 4-D (batch, heads, seq, head dim)")

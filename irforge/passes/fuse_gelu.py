@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core_ir.builder import Builder
+from ..core_ir.dtypes import COMPUTE_FLOATS
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
@@ -43,7 +44,7 @@ def _check(m: Match) -> bool:
         div = any(n.op_type == "Div" for n in m.nodes)
         if not _near(m, "root2", float(np.sqrt(2)) if div else float(1 / np.sqrt(2))):
             return m.fail("the erf argument is not x / sqrt(2)")
-    if m.dtype("x") not in (1, 10, 11, 16):  # float, float16, double, bfloat16
+    if m.dtype("x") not in COMPUTE_FLOATS:
         return m.fail("not a float type")
     if not only_read_inside(m):
         return m.fail("an intermediate result is read elsewhere")

@@ -27,15 +27,13 @@ import numpy as np
 
 from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder
-from ..core_ir.dtypes import to_numpy
+from ..core_ir.dtypes import COMPUTE_FLOATS, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
 from .fused_ops import DOMAIN, only_read_inside, onnx_opset, register_body, run_fusion
-
-_FLOATS = (1, 10, 11, 16)
 
 
 def _axes(m: Match, node_index: int, rank: int) -> list[int] | None:
@@ -70,7 +68,7 @@ def _normalized(m: Match) -> tuple[int, tuple[int, ...]] | None:
 
 
 def _ln_check(m: Match) -> bool:
-    if m.dtype("x") not in _FLOATS:
+    if m.dtype("x") not in COMPUTE_FLOATS:
         return m.fail("not a float type")
     eps = m.constant("eps")
     if eps is None or eps.size != 1:
@@ -142,7 +140,7 @@ def _affine_rewrite(b: Builder, m: Match) -> Value:
 
 def _skip_check(m: Match) -> bool:
     ln = m.nodes[0]
-    if m.dtype("a") not in _FLOATS or m.dtype("a") != m.dtype("b"):
+    if m.dtype("a") not in COMPUTE_FLOATS or m.dtype("a") != m.dtype("b"):
         return m.fail("not one float type")
     a, b_ = m.shape("a"), m.shape("b")
     if a is None or a != b_ or None in a or len(a) < 2 or not isinstance(a[-1], int):

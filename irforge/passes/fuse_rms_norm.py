@@ -19,15 +19,13 @@ import numpy as np
 
 from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder
-from ..core_ir.dtypes import to_numpy
+from ..core_ir.dtypes import COMPUTE_FLOATS, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
 from .fused_ops import DOMAIN, only_read_inside, onnx_opset, register_body, run_fusion
-
-_FLOATS = (1, 10, 11, 16)
 
 
 def _last_axis_mean(m: Match) -> bool:
@@ -53,7 +51,7 @@ def _width(m: Match) -> int | None:
 
 
 def _check(m: Match) -> bool:
-    if m.dtype("x") not in _FLOATS:
+    if m.dtype("x") not in COMPUTE_FLOATS:
         return m.fail("not a float type")
     eps = m.constant("eps")
     if eps is None or eps.size != 1:

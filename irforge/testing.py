@@ -95,8 +95,9 @@ def random_feeds(model: Model, seed: int = 0, symbolic: int = 2) -> dict[str, np
     return feeds
 
 
-def assert_close(expected: list, actual: list, where: str) -> None:
-    """Compare output lists with the tolerance of each output's dtype (``TOLERANCES``)."""
+def assert_close(expected: list, actual: list, where: str, *, precision: str | None = None) -> None:
+    """Compare output lists with the tolerance of each output's dtype (``TOLERANCES``), or of
+    ``precision`` when given: a model computed in float16 keeps float32 outputs, not their digits."""
     if len(expected) != len(actual):
         raise SemanticsChangedError(f"{where}: {len(actual)} outputs, expected {len(expected)}")
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
@@ -104,7 +105,7 @@ def assert_close(expected: list, actual: list, where: str) -> None:
         if e.shape != a.shape or e.dtype != a.dtype:
             raise SemanticsChangedError(f"{where}: output {i} is {a.dtype}{list(a.shape)}, expected "
                                         f"{e.dtype}{list(e.shape)}")  # fmt: skip
-        rtol, atol = TOLERANCES.get(e.dtype.name, (0.0, 0.0))
+        rtol, atol = TOLERANCES.get(precision or e.dtype.name, (0.0, 0.0))
         try:
             np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
         except AssertionError as err:

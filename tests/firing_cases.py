@@ -266,6 +266,20 @@ MATMUL_SCALE = """  graph @matmul_scale(%x: f32[2,5,8]) {
   }
 """
 
+PRECISION = """  graph @precision(%x: f32[2,5,8]) {
+    init %w1 = RANDOM<f32[8,6]>
+    init %b1 = RANDOM<f32[6]>
+    init %w2 = RANDOM<f32[6,4]>
+    %h = MatMul(%x, %w1)
+    %a = Add(%h, %b1)
+    %r = Relu(%a)
+    %s = Softmax(%r)
+    %o = MatMul(%s, %w2)
+    %y = Sigmoid(%o)
+    return %y
+  }
+"""
+
 LAYOUT = """  graph @layout(%x: f32[2,3,8,8]) {
     init %w = RANDOM<f32[4,3,3,3]>
     init %b = RANDOM<f32[4]>
@@ -302,6 +316,7 @@ CASES: dict[str, dict[str, str]] = {
     "fuse-rms-norm": {"rms-norm": RMS_NORM},
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "convert-layout": {"small-cnn": LAYOUT},
+    "convert-precision": {"mlp-with-softmax": PRECISION},
     "cancel-transposes": {"transposed-residual": TRANSPOSES},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},

@@ -22,7 +22,10 @@ from irforge.plugins import build_registry
 from irforge.testing import SemanticsChangedError, assert_close
 
 REGISTRY = build_registry(discover=False)
-PASSES = sorted(REGISTRY.passes)
+CHANGES_DIGITS = {"convert-precision"}
+"""Passes that round on purpose: held to their precision's tolerance in their own tests
+(tests/test_convert_precision.py runs the node suite and the light models), not to float32's."""
+PASSES = sorted(set(REGISTRY.passes) - CHANGES_DIGITS)
 LEVELS = ["O1", "O2"]
 FULL_GRID = os.environ.get("IRFORGE_FULL_GRID") == "1"
 NAMES = list(ns.cases()) if FULL_GRID else sample_cases(6)

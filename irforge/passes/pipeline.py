@@ -50,6 +50,8 @@ def str_element(p: Element) -> str:
 def _spell(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, tuple):
+        return ",".join(str(item) for item in v)
     return str(v)
 
 
@@ -153,10 +155,15 @@ class _Reader:
         if end < 0:
             raise self.error("'{' is never closed")
         out: dict[str, Any] = {}
+        listing = None  # the list option whose items are being read (MLIR style: ``ops=A,B``)
         for item in re.split(r"[\s,]+", self.text[start + 1 : end].strip()):
             if not item:
                 continue
             key, eq, value = item.partition("=")
+            if not eq and listing is not None:
+                out[listing] += (item,)
+                continue
+            listing = key.replace("-", "_") if eq and kinds.get(key) is tuple else None
             if not eq or key not in kinds:
                 known = ", ".join(kinds) or "none"
                 raise self.error(f"{owner}: unknown option {key!r} (options: {known})")
@@ -182,6 +189,8 @@ def _kind(cls: type, f: dataclasses.Field) -> type:
 
 def _convert(value: str, kind: type, owner: str, key: str, reader: _Reader) -> Any:
     try:
+        if kind is tuple:
+            return tuple(item for item in (value,) if item)
         if kind is bool:
             if value not in ("true", "false", "1", "0"):
                 raise ValueError(value)

@@ -6,6 +6,7 @@ from ..passes.cancel_reshapes import CancelReshapes
 from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.constant_fold import ConstantFold
 from ..passes.convert_layout import CancelTransposes, ConvertLayout
+from ..passes.convert_precision import ConvertPrecision
 from ..passes.cse import CommonSubexpressionElimination
 from ..passes.dce import DeadCodeElimination
 from ..passes.expand_functions import ExpandFunctions
@@ -36,7 +37,7 @@ def irforge_register_passes() -> list[type]:
         ShapeInference, ConstantFold, InlineFunctions, Canonicalize, CommonSubexpressionElimination,
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
-        FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes,
+        FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes, ConvertPrecision,
     ]  # fmt: skip
 
 

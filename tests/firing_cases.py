@@ -317,6 +317,7 @@ CASES: dict[str, dict[str, str]] = {
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "convert-layout": {"small-cnn": LAYOUT},
     "convert-precision": {"mlp-with-softmax": PRECISION},
+    "fuse-elementwise": {"mlp-with-softmax": PRECISION, "small-cnn": LAYOUT},
     "cancel-transposes": {"transposed-residual": TRANSPOSES},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first
     "fuse-matmul-add": {"linear-layers": MATMUL_ADD},

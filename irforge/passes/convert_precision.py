@@ -152,8 +152,9 @@ class _Converter:
             import onnx.defs
 
             opset = function.opset_imports.get("", self.opset.get("", 21))
-            ok = True
-            for n in function.graph.all_nodes():
+            # a float constant inside the body (a fusion group's captured weights) keeps its type
+            ok = not any(_dtype(v) == DataType.FLOAT for v in function.graph.initializers.values())
+            for n in function.graph.all_nodes() if ok else ():
                 if n.domain not in ("", "ai.onnx") or n.op_type in ("Constant", "Cast", "CastLike"):
                     continue
                 schema = onnx.defs.get_schema(n.op_type, opset, "")

@@ -280,6 +280,24 @@ PRECISION = """  graph @precision(%x: f32[2,5,8]) {
   }
 """
 
+PROJECTIONS = """  graph @projections(%x: f32[2,5,8]) {
+    init %wq = RANDOM<f32[8,8]>
+    init %wk = RANDOM<f32[8,8]>
+    init %wv = RANDOM<f32[8,4]>
+    init %bq = RANDOM<f32[8]>
+    init %bk = RANDOM<f32[8]>
+    init %bv = RANDOM<f32[4]>
+    %q0 = MatMul(%x, %wq)
+    %q = Add(%q0, %bq)
+    %k0 = MatMul(%x, %wk)
+    %k = Add(%k0, %bk)
+    %v0 = MatMul(%x, %wv)
+    %v = Add(%v0, %bv)
+    %s = Mul(%q, %k)
+    return %s, %v
+  }
+"""
+
 LAYOUT = """  graph @layout(%x: f32[2,3,8,8]) {
     init %w = RANDOM<f32[4,3,3,3]>
     init %b = RANDOM<f32[4]>
@@ -317,6 +335,7 @@ CASES: dict[str, dict[str, str]] = {
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "convert-layout": {"small-cnn": LAYOUT},
     "convert-precision": {"mlp-with-softmax": PRECISION},
+    "combine-parallel-matmul": {"qkv-projections": PROJECTIONS},
     "fuse-elementwise": {"mlp-with-softmax": PRECISION, "small-cnn": LAYOUT},
     "cancel-transposes": {"transposed-residual": TRANSPOSES},
     "lower-fused": {"fused-activations": ACTIVATIONS},  # fused first

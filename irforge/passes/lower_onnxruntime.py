@@ -4,7 +4,8 @@
 ``FusedGemm`` (float32; Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid), ``Gelu``/``FastGelu``
 (``BiasGelu`` with the bias Add before it), ``SkipLayerNormalization`` (float32, 3-D, a linear
 layer's bias Add before it absorbed) and ``MultiHeadAttention`` (float32, the head split and
-merge reshapes around the attention absorbed) replace the fused op where the kernel computes the
+merge reshapes around the attention absorbed; ``Attention`` when Q, K and V are one packed
+projection, as combine-parallel-matmul leaves them) replace the fused op where the kernel computes the
 same thing; anything else stays a call of its function, which onnxruntime inlines.  Every
 contrib op written here gets a reference kernel (the fused op's own decomposition), so the
 verifier knows it and the interpreter runs it.
@@ -105,6 +106,64 @@ def _heads(v: Value) -> tuple[Value, int, tuple] | None:
     return x, heads, (split[0], split[1], dims[-1])
 
 
+def _packed_projection(qkv: list[Value], hidden: int) -> tuple[Value, Value, Value] | None:
+    """``(x, weights, bias)`` when Q, K and V are the three equal parts of one packed projection
+    ``Split(x @ weights + bias)`` (combine-parallel-matmul's output, 3-D): onnxruntime's
+    ``Attention`` takes it whole."""
+    qkv = [_flattened(v) or v for v in qkv]  # parts restored to 3-D from a 2-D linear layer
+    split = qkv[0].producer()
+    if split is None or split.op_type != "Split" or split.domain or list(split.outputs) != qkv:
+        return None
+    if split.attr("axis", 0) not in (-1, 2) or any(v.num_uses() != 1 or v.is_graph_output() for v in qkv):
+        return None
+    sizes = constant_value(split.inputs[1]) if len(split.inputs) > 1 else None
+    if sizes is None or list(sizes) != [hidden] * 3:
+        return None
+    packed = split.inputs[0]
+    product = packed.producer()
+    if product is not None and product.op_type == "Gemm" and not product.domain and len(product.inputs) == 3:
+        if any(product.attr(k, d) != d for k, d in (("alpha", 1.0), ("beta", 1.0), ("transA", 0), ("transB", 0))):
+            return None
+        x, weights, bias = product.inputs
+        x = _unflattened(x)  # a linear layer over [batch * seq, hidden]: Attention wants [batch, seq, hidden]
+    else:
+        found = _bias_add(packed, 3 * hidden)
+        product = found[0].producer() if found else None
+        if product is None or product.op_type != "MatMul" or product.domain or found[0].num_uses() != 1:
+            return None
+        (x, weights), bias = product.inputs, found[1]
+    if x is None or len(getattr(x.type, "shape", None) or ()) != 3 or packed.num_uses() != 1:
+        return None
+    b = constant_value(bias)
+    if constant_value(weights) is None or b is None or b.shape != (3 * hidden,):
+        return None
+    return x, weights, bias
+
+
+def _flattened(v: Value) -> Value | None:
+    """``x`` where ``v = Reshape(x, [batch, seq, hidden])`` restores a 2-D ``x``."""
+    r = v.producer()
+    if r is None or r.op_type != "Reshape" or r.domain or v.num_uses() != 1:
+        return None
+    x = r.inputs[0]
+    dims, flat = getattr(v.type, "shape", None), getattr(x.type, "shape", None)
+    if dims is None or flat is None or len(dims) != 3 or len(flat) != 2 or dims[-1] != flat[-1]:
+        return None
+    return x
+
+
+def _unflattened(v: Value) -> Value | None:
+    """``x`` where ``v = Reshape(x, [-1, hidden])`` flattens a 3-D ``x``."""
+    r = v.producer()
+    if r is None or r.op_type != "Reshape" or r.domain:
+        return None
+    x = r.inputs[0]
+    dims, flat = getattr(x.type, "shape", None), getattr(v.type, "shape", None)
+    if dims is None or flat is None or len(dims) != 3 or len(flat) != 2 or dims[-1] != flat[-1]:
+        return None
+    return x
+
+
 def _merged(out: Value, hidden: int) -> Node | None:
     """The Reshape that merges the heads of ``out`` back: ``Reshape(Transpose(out, [0, 2, 1, 3]),
     [batch, seq, hidden])`` (or 2-D, flattened for a linear layer), each step read by nothing else."""
@@ -145,7 +204,8 @@ def _attention(node: Node) -> bool:
             return x
         return b.op.Reshape(x, b.constant(np.array(shape, np.int64)))
 
-    inputs = [three_d(x, shape) for x, _, shape in split]
+    packed = _packed_projection([x for x, _, _ in split], hidden)
+    inputs = list(packed) if packed else [three_d(x, shape) for x, _, shape in split]
     if len(node.inputs) > 3:
         mask = node.inputs[3]
         rank = len(getattr(mask.type, "shape", None) or ())
@@ -154,7 +214,8 @@ def _attention(node: Node) -> bool:
         bias = b.op.Expand(mask, b.constant(np.array([1, 1, seq, kv_seq], np.int64)))
         inputs += [None, None, bias]
     attrs = {"num_heads": heads, "scale": float(node.attr("scale", 1.0))}
-    mha = b.add_node("MultiHeadAttention", inputs, attrs, domain=ORT_DOMAIN, num_outputs=1, name=node.name)
+    op = "Attention" if packed else "MultiHeadAttention"
+    mha = b.add_node(op, inputs, attrs, domain=ORT_DOMAIN, num_outputs=1, name=node.name)
     mha.metadata = node.metadata
     out = merge.outputs[0]
     result = mha.outputs[0] if len(out.type.shape) == 3 else b.op.Reshape(mha.outputs[0], merge.inputs[1])
@@ -267,8 +328,18 @@ def _multi_head_attention_kernel(query, key, value, bias=None, key_padding_mask=
     return (probs @ split(value)).transpose(0, 2, 1, 3).reshape(batch, seq, hidden).astype(query.dtype)
 
 
+def _attention_kernel(x, weights, bias=None, mask_index=None, past=None, attention_bias=None, *rest,
+                      num_heads: int, scale: float = 0.0, **_):  # fmt: skip
+    if mask_index is not None or past is not None or any(r is not None for r in rest):
+        raise NotImplementedError("Attention's reference kernel takes input, weights, bias and attention_bias only")
+    packed = x @ weights + (0 if bias is None else bias)
+    q, k, v = np.split(packed, 3, axis=-1)
+    return _multi_head_attention_kernel(q, k, v, None, None, attention_bias, num_heads=num_heads, scale=scale)
+
+
 KERNELS = [(ORT_DOMAIN, "SkipLayerNormalization", _skip_layer_norm_kernel),
-           (ORT_DOMAIN, "MultiHeadAttention", _multi_head_attention_kernel)] + [
+           (ORT_DOMAIN, "MultiHeadAttention", _multi_head_attention_kernel),
+           (ORT_DOMAIN, "Attention", _attention_kernel)] + [
     (ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS] + [
     (ORT_DOMAIN, "Gelu", _gelu_kernel(False)), (ORT_DOMAIN, "BiasGelu", _gelu_kernel(False)),
     (ORT_DOMAIN, "FastGelu", _gelu_kernel(True))]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..passes.cancel_reshapes import CancelReshapes
 from ..passes.canonicalize import PATTERNS, Canonicalize
+from ..passes.combine_parallel_matmul import CombineParallelMatMul
 from ..passes.constant_fold import ConstantFold
 from ..passes.convert_layout import CancelTransposes, ConvertLayout
 from ..passes.convert_precision import ConvertPrecision
@@ -39,7 +40,7 @@ def irforge_register_passes() -> list[type]:
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
         FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes, ConvertPrecision,
-        FuseElementwise,
+        FuseElementwise, CombineParallelMatMul,
     ]  # fmt: skip
 
 

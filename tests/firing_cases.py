@@ -280,6 +280,29 @@ PRECISION = """  graph @precision(%x: f32[2,5,8]) {
   }
 """
 
+PAD_POOLS = """  graph @pad_pools(%x: f32[2,3,8,8]) {
+    init %pads = dense<i64[8]>[0, 0, 1, 1, 0, 0, 1, 1]
+    init %low = dense<f32[]>[-inf]
+    %p = Pad(%x, %pads)
+    %a = AveragePool(%p) <kernel_shape = ints[3, 3]>
+    %q = Pad(%a, %pads, %low)
+    %y = MaxPool(%q) <kernel_shape = ints[3, 3], strides = ints[2, 2]>
+    return %y
+  }
+"""
+
+STANDALONE_BN = """  graph @standalone_bn(%x: f32[2,4,5,5]) {
+    init %scale = RANDOM<f32[4]>
+    init %bias = RANDOM<f32[4]>
+    init %mean = RANDOM<f32[4]>
+    init %var = POSITIVE<f32[4]>
+    %r: f32[2,4,5,5] = Relu(%x)
+    %n = BatchNormalization(%r, %scale, %bias, %mean, %var) <epsilon = 0.001>
+    %y = Sigmoid(%n)
+    return %y
+  }
+"""
+
 PROJECTIONS = """  graph @projections(%x: f32[2,5,8]) {
     init %wq = RANDOM<f32[8,8]>
     init %wk = RANDOM<f32[8,8]>
@@ -326,7 +349,7 @@ TRANSPOSES = """  graph @transposes(%x: f32[2,3,4,5], %z: f32[2,3,4,5]) {
 
 CASES: dict[str, dict[str, str]] = {
     "fuse-conv-bn": {"conv-bn-scale": CONV_BN},
-    "fuse-pad-conv": {"pad-conv": PAD_CONV},
+    "fuse-pad-conv": {"pad-conv": PAD_CONV, "pad-pools": PAD_POOLS},
     "fuse-activation": {"activations": ACTIVATIONS},
     "fuse-gelu": {"gelus": GELUS},
     "fuse-layer-norm": {"norms": NORMS},
@@ -335,6 +358,7 @@ CASES: dict[str, dict[str, str]] = {
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "convert-layout": {"small-cnn": LAYOUT},
     "convert-precision": {"mlp-with-softmax": PRECISION},
+    "expand-batchnorm": {"standalone-bn": STANDALONE_BN},
     "combine-parallel-matmul": {"qkv-projections": PROJECTIONS},
     "fuse-elementwise": {"mlp-with-softmax": PRECISION, "small-cnn": LAYOUT},
     "cancel-transposes": {"transposed-residual": TRANSPOSES},

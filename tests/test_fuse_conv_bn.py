@@ -226,3 +226,22 @@ def test_batchnorm_after_a_gemm_whose_result_is_read_elsewhere_stays():
     x = torch.randn(3, 6)
     optimized = assert_preserves_semantics("O1", from_torch(Both().eval(), (x,)), {"x": x.numpy()})
     assert "BatchNormalization" in {n.op_type for n in optimized.graph}
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+def test_expand_batchnorm_turns_a_standalone_one_into_mul_and_add(rank):
+    shape = [2, C_OUT] + [5] * (rank - 2)
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), _bn(src="r", dst="n"), oh.make_node("Relu", ["n"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], _bn_inits())  # fmt: skip
+    model = irforge.from_onnx(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+    rewritten = assert_preserves_semantics("shape-inference,expand-batchnorm,dce", model)
+    assert [n.op_type for n in rewritten.graph] == ["Relu", "Mul", "Add", "Relu"]
+    assert rewritten.graph.nodes[1].inputs[1].const_value.numpy().shape == (C_OUT,) + (1,) * (rank - 2)
+
+
+def test_expand_batchnorm_leaves_training_mode_alone():
+    proto = _model([_bn(training_mode=1)], _bn_inits())
+    proto.graph.node[1].output.extend(["rm", "rv"])
+    model = irforge.from_onnx(proto)
+    assert not PassManager.parse("expand-batchnorm", REGISTRY.runnable).run(model)

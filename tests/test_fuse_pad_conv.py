@@ -86,3 +86,41 @@ def test_padded_convolutions_from_torch_fuse_under_O1_and_keep_their_outputs():
     model = from_torch(module, args)
     optimized = assert_preserves_semantics("O1", model, {"x": args[0].numpy(), "s": args[1].numpy()})
     assert "Pad" not in {n.op_type for n in optimized.graph}
+
+
+_POOL = """model {{
+  opset "" = 21
+  graph @g(%x: f32[1,2,6,5]) {{
+    init %pads = dense<i64[8]>[0, 0, 1, 0, 0, 0, 1, 2]
+    init %value = dense<f32[]>[{value}]
+    %p = Pad(%x, %pads, %value)
+    %y = {pool}(%p) <kernel_shape = ints[3, 3]{attrs}>
+    return %y
+  }}
+}}"""
+
+
+@pytest.mark.parametrize(("pool", "value", "attrs"), [
+    ("AveragePool", "0.0", ""),
+    ("AveragePool", "0.0", ", count_include_pad = 1, pads = ints[1, 1, 0, 0]"),
+    ("MaxPool", "-inf", ", strides = ints[2, 2]"),
+])  # fmt: skip
+def test_a_pad_joins_a_pool_where_its_own_padding_means_the_same(pool, value, attrs):
+    text = _POOL.format(pool=pool, value=value, attrs=attrs)
+    model = parse_model(text)
+    _manager("fuse-pad-conv,dce").run(model)
+    (node,) = model.graph
+    assert node.op_type == pool and sum(node.attr("pads")) > 0
+    assert_preserves_semantics("fuse-pad-conv", text)
+
+
+@pytest.mark.parametrize(("pool", "value", "attrs"), [
+    ("MaxPool", "0.0", ""),  # zeros may beat negative inputs: MaxPool's own padding never does
+    ("AveragePool", "1.0", ""),
+    ("AveragePool", "0.0", ", pads = ints[1, 1, 0, 0]"),  # pads of its own that it does not count
+    ("AveragePool", "0.0", ", ceil_mode = 1"),
+])  # fmt: skip
+def test_pads_that_pools_cannot_express_stay(pool, value, attrs):
+    text = _POOL.format(pool=pool, value=value, attrs=attrs)
+    model = parse_model(text)
+    assert not _manager("fuse-pad-conv").run(model)

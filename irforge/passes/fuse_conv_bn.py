@@ -10,6 +10,11 @@ computed in float64 and stored in the Conv's dtype.  A weight that is a filled t
 (``ConstantOfShape`` of a constant shape: weights over the folding limit, or placeholder weights)
 stays one: it absorbs a scale that is the same for every channel into its fill value, and is left
 alone otherwise, since fusing would materialise it.
+
+``expand-batchnorm`` turns a BatchNormalization that follows none of these (DenseNet's
+pre-activation ones, after a concatenation) into the ``Mul`` and ``Add`` it computes: element-wise
+ops, which a fusion group (``fuse-elementwise``, a compiler's own) can join.  No level runs it: it
+adds a node per BatchNormalization, and onnxruntime runs one as a single kernel.
 """
 
 from __future__ import annotations
@@ -221,6 +226,26 @@ def _bn_add(b, m: Match):
     return _bn(b, m, np.ones(m.constant("scale").size), _k(m))
 
 
+def _standalone_bn_check(m: Match) -> bool:
+    if not _inference_bn(m, 0) or not _one_float_type(m, "x", "scale", "bias", "mean", "var"):
+        return False
+    if m.rank("x") is None or m.rank("x") < 2:
+        return m.fail("the input's rank is unknown")
+    return True
+
+
+def _standalone_bn(b, m: Match):
+    """``x * s + t`` with one ``s`` and ``t`` per channel, shaped to broadcast on axis 1."""
+    scale, shift = _bn_scale_shift(m)
+    dtype = m.constant("scale").dtype
+    shape = (-1,) + (1,) * (m.rank("x") - 2)
+    scaled = b.op.Mul(m["x"], b.constant(scale.reshape(shape).astype(dtype)))
+    scaled.type = m.outputs[0].type
+    out = b.op.Add(scaled, b.constant(shift.reshape(shape).astype(dtype)))
+    out.type = m.outputs[0].type
+    return out
+
+
 def _linear_bn_check(m: Match) -> bool:
     """Gemm or ConvTranspose + inference BatchNormalization: constant weights (and bias), one float
     type, a result read only by the BatchNormalization, channels that agree."""
@@ -339,6 +364,17 @@ def _patterns() -> list[Pattern]:
 
 
 PATTERNS: list[Pattern] = _patterns()
+EXPAND = [Pattern("batchnorm-to-mul-add", lambda p: p.op.BatchNormalization(
+    p.var("x"), *[p.const(n) for n in ("scale", "bias", "mean", "var")]), _standalone_bn, check=_standalone_bn_check)]
+
+
+@dataclass(frozen=True)
+class ExpandBatchNorm(Pass):
+    name = "expand-batchnorm"
+    summary = "an inference BatchNormalization that nothing folds into -> Mul and Add per channel"
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+        return run_patterns(self, graph, ctx, EXPAND)
 
 
 @dataclass(frozen=True)

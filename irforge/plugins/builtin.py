@@ -16,7 +16,7 @@ from ..passes.freeze_initializers import FreezeInitializers
 from ..passes.fuse_activation import FuseActivation
 from ..passes.fuse_attention import FuseAttention
 from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
-from ..passes.fuse_conv_bn import FuseConvBatchNorm
+from ..passes.fuse_conv_bn import ExpandBatchNorm, FuseConvBatchNorm
 from ..passes.fuse_elementwise import FuseElementwise
 from ..passes.fuse_gelu import FuseGelu
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
@@ -40,7 +40,7 @@ def irforge_register_passes() -> list[type]:
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
         FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes, ConvertPrecision,
-        FuseElementwise, CombineParallelMatMul,
+        FuseElementwise, CombineParallelMatMul, ExpandBatchNorm,
     ]  # fmt: skip
 
 

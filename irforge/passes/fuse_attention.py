@@ -9,7 +9,10 @@ in cache (onnxruntime's ``MultiHeadAttention``, ``lower-fused{target=onnxruntime
 its own fused kernel.  K^T may come as ``Transpose(K, [0, 1, 3, 2])`` (K is then an input of the
 fused op) or from anywhere else (a ``Transpose`` back to K is inserted, which canonicalization
 merges with the head split's).  The scale and the mask must be constants or graph values that
-broadcast onto the scores; intermediates are read by nothing else; inputs are 4-D floats.
+broadcast onto the scores; intermediates are read by nothing else; inputs are 4-D floats.  A
+boolean mask (``Where(mask, -inf, scores)`` or ``Where(mask, scores, -inf)``, as
+``masked_fill`` and GPT-2's causal masking export it; an additive mask may follow) becomes the
+additive mask it equals, ``Where(mask, -inf, 0)`` (plus the other mask), computed outside the op.
 
 ``irforge::Attention(Q, K, V[, mask]) <scale>`` has two overloads, ``mask`` and ``nomask``; its
 body is the same primitives.
@@ -19,17 +22,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..core_ir.attributes import Attr, AttrKind
 from ..core_ir.builder import Builder
-from ..core_ir.dtypes import COMPUTE_FLOATS
+from ..core_ir.dtypes import COMPUTE_FLOATS, DataType, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
+from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
 from .fused_ops import DOMAIN, only_read_inside, register_body, run_fusion
 
 _SWAP_LAST = [0, 1, 3, 2]
+_ABSORBING = 1e30
+"""A boolean mask's fill at or below ``-1e30`` (or ``-inf``) equals the additive mask's ``score +
+fill``: float32 rounds any score under 1e22 away, so fully masked rows stay what they were."""
 
 
 def _scale(m: Match) -> float | None:
@@ -62,16 +71,59 @@ def _check(m: Match) -> bool:
         return m.fail("the scale is not a constant non-zero scalar")
     if "mask" in m.values and (m.rank("mask") is None or m.rank("mask") > 4):
         return m.fail("the mask's rank is not known or above 4")
+    if "cond" in m.values:
+        if m.dtype("cond") != DataType.BOOL or m.rank("cond") is None or m.rank("cond") > 4:
+            return m.fail("the Where's condition is not a boolean mask of rank 4 or less")
+        fill = m.constant("fill")
+        if fill is None or fill.size != 1 or not float(fill.reshape(-1)[0]) <= -_ABSORBING:
+            return m.fail("the masked-out scores are not set to -inf (or below -1e30)")
     if not only_read_inside(m):
         return m.fail("an intermediate result (the scores, the probabilities) is read elsewhere")
     return True
 
 
+def _additive(b: Builder, m: Match) -> Value:
+    """The boolean mask as the additive one: the fill where the Where wrote it, 0 elsewhere."""
+    dtype = to_numpy(m.dtype("q"))
+    fill = b.constant(m.constant("fill").reshape(()).astype(dtype))
+    zero = b.constant(np.zeros((), dtype))
+    where = next(n for n in m.nodes if n.op_type == "Where")
+    fill_where_true = where.inputs[1] is m["fill"]
+    mask = b.op.Where(m["cond"], fill, zero) if fill_where_true else b.op.Where(m["cond"], zero, fill)
+    mask.type = TensorType(m.dtype("q"), m.shape("cond"))
+    return mask
+
+
+def _broadcast(a, b) -> tuple | None:
+    if a is None or b is None:
+        return None
+    out = []
+    for x, y in zip((1,) * (len(b) - len(a)) + tuple(a), (1,) * (len(a) - len(b)) + tuple(b), strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _masks(b: Builder, m: Match) -> list[Value]:
+    """The additive mask the op takes: the graph's, the boolean one's, or their sum."""
+    masks = [_additive(b, m)] if "cond" in m.values else []
+    if "mask" in m.values:
+        masks.append(m["mask"])
+    if len(masks) == 2:
+        total = b.op.Add(*masks)
+        shape = _broadcast(m.shape("cond"), m.shape("mask"))
+        total.type = TensorType(m.dtype("q"), shape) if shape is not None else None
+        return [total]
+    return masks
+
+
 def _rewrite(b: Builder, m: Match) -> Value:
     k = m["k"] if "k" in m.values else b.op.Transpose(m["kt"], perm=_SWAP_LAST)
-    inputs = [m["q"], k, m["v"], *([m["mask"]] if "mask" in m.values else [])]
+    mask = _masks(b, m)
+    inputs = [m["q"], k, m["v"], *mask]
     node = b.add_node("Attention", inputs, {"scale": _scale(m)}, domain=DOMAIN, num_outputs=1)
-    node.overload = "mask" if "mask" in m.values else "nomask"
+    node.overload = "mask" if mask else "nomask"
     out = node.outputs[0]
     out.type = m.outputs[0].type
     return out
@@ -81,19 +133,24 @@ def _patterns() -> list[Pattern]:
     out = []
     for k_form in ("transpose", "given"):
         for scale in ("div", "mul", "none"):
-            for mask in (True, False):
+            for mask in ("", "mask", "where-fill", "where-keep", "where-fill-mask", "where-keep-mask"):
 
                 def source(p, k_form=k_form, scale=scale, mask=mask):
                     kt = p.op.Transpose(p.var("k")) if k_form == "transpose" else p.var("kt")
                     s = p.op.MatMul(p.var("q"), kt)
                     if scale != "none":
                         s = (p.op.Div if scale == "div" else p.op.Mul)(s, p.const("c"))
-                    if mask:
+                    if mask.startswith("where-fill"):  # masked_fill(cond, -inf)
+                        s = p.op.Where(p.var("cond"), p.const("fill"), s)
+                    elif mask.startswith("where-keep"):  # where(cond, scores, -inf)
+                        s = p.op.Where(p.var("cond"), s, p.const("fill"))
+                    if mask.endswith("mask"):
                         s = p.op.Add(s, p.var("mask"))
                     return p.op.MatMul(p.op.Softmax(s), p.var("v"))
 
-                name = f"attention-k{'t' if k_form == 'given' else ''}-{scale}{'-mask' if mask else ''}"
-                out.append(Pattern(name, source, _rewrite, check=_check, benefit=3 + mask))
+                name = f"attention-k{'t' if k_form == 'given' else ''}-{scale}{'-' + mask if mask else ''}"
+                benefit = 3 + bool(mask) + mask.endswith("-mask")
+                out.append(Pattern(name, source, _rewrite, check=_check, benefit=benefit))
     return out
 
 

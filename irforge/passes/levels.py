@@ -67,5 +67,5 @@ def with_target(pipeline: str, target: str | None) -> str:
     steps = [pipeline] if pipeline else []
     if pipeline == "O3" and target in LAYOUTS:
         steps.append(f"convert-layout{{to={LAYOUTS[target]}}},fixpoint(cancel-transposes,dce){{max-iterations=8}}")
-    steps.append(f"lower-fused{{target={target}}},dce")
+    steps.append(f"lower-fused{{target={target}}},cse,dce")
     return ",".join(steps)

@@ -3,7 +3,9 @@
 A fused op (``irforge::FusedConv`` and the rest) runs everywhere as a call of its model-local
 function; this pass swaps it for a target's own fused kernel where one exists and computes the
 same thing.  For ``onnxruntime`` those are its ``com.microsoft`` contrib ops
-(:mod:`irforge.passes.lower_onnxruntime` says which, and when); the other fused ops stay calls,
+(:mod:`irforge.passes.lower_onnxruntime` says which, and when), after linear layers flattened
+for Gemm go back to 3-D (:mod:`irforge.passes.unflatten_linear`), where those kernels take their
+inputs and biases; the other fused ops stay calls,
 which onnxruntime inlines.  The ``xla`` and ``stablehlo`` backends lower every call as a
 ``stablehlo.composite`` named after the op and ``tvm`` inlines the body, so for them the graph is
 already in its final form and the pass changes nothing.  Functions no call uses any more are
@@ -19,6 +21,7 @@ from .base import Pass, PassContext, PassError, PassResult
 from .fused_ops import DOMAIN, import_domain
 from .inline_functions import drop_uncalled
 from .lower_onnxruntime import KERNELS, ORT_DOMAIN, to_onnxruntime
+from .unflatten_linear import unflatten_linear_layers
 
 TARGETS = ("onnxruntime", "xla", "stablehlo", "tvm", "reference")
 
@@ -37,7 +40,12 @@ class LowerFused(Pass):
                             f"the targets are {', '.join(TARGETS)}")  # fmt: skip
         if self.target != "onnxruntime":
             return PassResult(False)
-        lowered = sum(to_onnxruntime(n) for n in list(graph.all_nodes()) if n.domain == DOMAIN)
+        # the contrib kernels take 3-D inputs and the linear layers' biases: attention first, whose
+        # merged heads then open the output projection's region
+        unflattened = unflatten_linear_layers(graph)
+        lowered = sum(to_onnxruntime(n) for n in _fused(graph) if n.op_type == "Attention")
+        unflattened += unflatten_linear_layers(graph)
+        lowered += sum(to_onnxruntime(n) for n in _fused(graph))
         model = ctx.model
         dropped = 0
         if lowered and model is not None:
@@ -45,8 +53,13 @@ class LowerFused(Pass):
             if graph is model.graph:
                 dropped = drop_uncalled(model)
                 _drop_unused_domain(model, DOMAIN)
-        return PassResult(lowered > 0, {"lowered": lowered, "functions-dropped": dropped})
+        return PassResult(lowered + unflattened > 0,
+                          {"lowered": lowered, "functions-dropped": dropped, "unflattened": unflattened})
 
+
+
+def _fused(graph: Graph) -> list:
+    return [n for n in graph.all_nodes() if n.domain == DOMAIN]
 
 
 def _drop_unused_domain(model, domain: str) -> None:

@@ -24,6 +24,7 @@ from ..core_ir.dtypes import DataType
 from ..core_ir.interpreter import interpret
 from ..core_ir.node import Node
 from ..core_ir.pattern import constant_value
+from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .fuse_activation import overload
 from .fused_ops import fused_function
@@ -217,6 +218,7 @@ def _attention(node: Node) -> bool:
     op = "Attention" if packed else "MultiHeadAttention"
     mha = b.add_node(op, inputs, attrs, domain=ORT_DOMAIN, num_outputs=1, name=node.name)
     mha.metadata = node.metadata
+    mha.outputs[0].type = TensorType(node.outputs[0].type.dtype, split[0][2])
     out = merge.outputs[0]
     result = mha.outputs[0] if len(out.type.shape) == 3 else b.op.Reshape(mha.outputs[0], merge.inputs[1])
     result.type = out.type

@@ -56,7 +56,7 @@ class ConstantFold(Pass):
         for node in list(graph):
             if node.graph is graph:
                 folder.fold(node)
-        return PassResult(bool(folder.stats["folded"]), folder.stats)
+        return PassResult(bool(folder.stats["folded"] or folder.stats["shape-folded"]), folder.stats)
 
 
 class _Folder:

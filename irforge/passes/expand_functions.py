@@ -44,7 +44,7 @@ class ExpandFunctions(Pass):
         opset = ctx.opset_imports(graph).get("", onnx.defs.onnx_opset_version())
         names = NameGenerator(graph)
         expanded = refused = 0
-        typed = False
+        typed = retyped = False
         for _ in range(self.max_rounds):
             changed, refused = False, 0
             for node in list(graph):
@@ -64,9 +64,9 @@ class ExpandFunctions(Pass):
             if not changed and (typed or not refused):
                 break
             # bodies built for their inputs' types need those types: infer them and go again
-            ShapeInference().run(graph, ctx)
+            retyped |= ShapeInference().run(graph, ctx).changed
             typed = True
-        return PassResult(expanded > 0, {"expanded": expanded, "refused": refused})
+        return PassResult(expanded > 0 or retyped, {"expanded": expanded, "refused": refused})
 
 
 def _op_set(text: str) -> set[str]:

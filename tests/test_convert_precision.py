@@ -21,10 +21,10 @@ from conftest import COUNTS
 import irforge
 from irforge.backends.conformance import sample_cases
 from irforge.backends.onnx import to_proto
-from irforge.core_ir import interpret, parse_model, verify_model
+from irforge.core_ir import interpret, parse_model, print_model, verify_model
 from irforge.core_ir.clone import clone_model
 from irforge.core_ir.dtypes import DataType, to_numpy
-from irforge.passes import PassError, PassFailedError, PassManager
+from irforge.passes import PassError, PassManager
 from irforge.passes.convert_precision import ConvertPrecision
 from irforge.plugins import build_registry
 from irforge.testing import _onnxruntime_outputs, assert_rewrites
@@ -176,17 +176,13 @@ def test_the_options_spell_and_parse_back():
     assert str(PassManager.from_passes([ConvertPrecision(block=("Exp", "Pow"))])) == "convert-precision{block=Exp,Pow}"
 
 
-def test_an_unknown_precision_is_an_error_naming_the_choices():
-    with pytest.raises(PassFailedError, match="use to=float16 or to=bfloat16"):
-        irforge.optimize(parse_model(_MLP), "convert-precision{to=float8}")
+def test_an_unknown_precision_is_an_error_naming_the_choices_before_anything_runs():
+    model = parse_model(_MLP)
+    with pytest.raises(PassError, match=r"at column .*use to=float16 or to=bfloat16"):
+        irforge.optimize(model, "-O2,convert-precision{to=float8}")
+    assert print_model(model) == print_model(parse_model(_MLP))  # -O2 did not run either
     with pytest.raises(PassError, match="use to=float16 or to=bfloat16"):
-        ConvertPrecision(to="int8").run(parse_model(_MLP).graph, _context())
-
-
-def _context():
-    from irforge.passes import PassContext
-
-    return PassContext()
+        ConvertPrecision(to="int8")
 
 
 # -- whole networks ---------------------------------------------------------------------------

@@ -340,9 +340,11 @@ class ConvertLayout(Pass):
     to: str = "NHWC"
     """The layout wanted: NHWC (channels last) or NCHW (ONNX's own, undoing an earlier NHWC)."""
 
-    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+    def __post_init__(self):
         if self.to not in ("NHWC", "NCHW"):
             raise PassError(f"convert-layout: no layout {self.to!r}; use to=NHWC or to=NCHW")
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         if ctx.model is None:
             return PassResult(False)
         if self.to == "NCHW":

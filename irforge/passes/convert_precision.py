@@ -301,6 +301,9 @@ class ConvertPrecision(Pass):
     block: tuple[str, ...] = ()
     """More op types to keep in float32, e.g. ``block=Exp,Pow``."""
 
+    def __post_init__(self):
+        low_type(self.to)  # an unknown precision is an error when the pipeline is read
+
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         low = low_type(self.to)
         if "" not in ctx.opset_imports(graph):

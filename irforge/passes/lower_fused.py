@@ -34,10 +34,12 @@ class LowerFused(Pass):
     target: str = "onnxruntime"
     """The backend that will run the model: onnxruntime, xla, stablehlo, tvm or reference."""
 
-    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
+    def __post_init__(self):  # a wrong target is an error when the pipeline is read, not after -O2
         if self.target not in TARGETS:
             raise PassError(f"lower-fused: no lowering for target {self.target!r}; "
                             f"the targets are {', '.join(TARGETS)}")  # fmt: skip
+
+    def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         if self.target != "onnxruntime":
             return PassResult(False)
         # the contrib kernels take 3-D inputs and the linear layers' biases: attention first, whose

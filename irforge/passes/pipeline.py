@@ -144,6 +144,8 @@ class _Reader:
         kinds = {f.name.replace("_", "-"): _kind(cls, f) for f in dataclasses.fields(cls)}
         try:
             return cls(**self.options(kinds, name))
+        except PassError as e:  # an option value the pass itself refuses
+            raise self.error(str(e)) from None
         except (TypeError, ValueError) as e:
             raise self.error(f"pass {name!r}: {e}") from None
 

@@ -245,3 +245,30 @@ def test_expand_batchnorm_leaves_training_mode_alone():
     proto.graph.node[1].output.extend(["rm", "rv"])
     model = irforge.from_onnx(proto)
     assert not PassManager.parse("expand-batchnorm", REGISTRY.runnable).run(model)
+
+
+def _bn_then_conv(group: int, pads: list[int], bias: bool):
+    c_in, c_out = 4, 8
+    inits = [*_bn_inits(c_in), _init("w", RNG.standard_normal((c_out, c_in // group, 3, 3)))]
+    conv_inputs = ["n", "w"]
+    if bias:
+        inits.append(_init("b", RNG.standard_normal(c_out)))
+        conv_inputs.append("b")
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), _bn(src="r", dst="n"),
+             oh.make_node("Conv", conv_inputs, ["y"], pads=pads, group=group)]  # fmt: skip
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, c_in, 7, 7])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)  # fmt: skip
+    return irforge.from_onnx(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize(("group", "bias"), [(1, True), (1, False), (2, True), (4, False)])
+def test_batchnorm_before_an_unpadded_conv_folds_into_its_input_channels(group, bias):
+    rewritten = assert_preserves_semantics("shape-inference,fuse-conv-bn,dce", _bn_then_conv(group, [0, 0, 0, 0], bias))
+    assert [n.op_type for n in rewritten.graph] == ["Relu", "Conv"]
+
+
+def test_batchnorm_before_a_padded_conv_stays():
+    """The Conv's zero padding meets the normalized values: folding would change the border."""
+    model = _bn_then_conv(1, [1, 1, 1, 1], True)
+    PassManager.parse("shape-inference,fuse-conv-bn", REGISTRY.runnable).run(model)
+    assert [n.op_type for n in model.graph] == ["Relu", "BatchNormalization", "Conv"]

@@ -1,5 +1,6 @@
 """fuse-conv-bn: per-channel affine steps after a Conv folded into its weights and bias (and an
-inference BatchNormalization after a Gemm, a 2-D MatMul or a ConvTranspose into theirs).
+inference BatchNormalization after a Gemm, a 2-D MatMul or a ConvTranspose into theirs, or before
+a Conv that does not pad).
 
 In inference a BatchNormalization is ``x * s + t`` per channel, with ``s = scale / sqrt(var + eps)``
 and ``t = bias - mean * s``; a Conv with constant weights absorbs it exactly (``W * s`` per output
@@ -226,6 +227,47 @@ def _bn_add(b, m: Match):
     return _bn(b, m, np.ones(m.constant("scale").size), _k(m))
 
 
+def _bn_conv_check(m: Match) -> bool:
+    """BatchNormalization then Conv: legal when the Conv does not pad (its zeros would meet the
+    normalized values, not ``x * s + t``) and its weights are a constant array."""
+    if not _inference_bn(m, 1) or not _one_float_type(m, "x", "w", "scale", "bias", "mean", "var"):
+        return False
+    conv, w = m.nodes[0], m.constant("w")
+    if w is None or w.ndim < 3:
+        return m.fail("the Conv's weight is not a constant array")
+    if "b" in m.values and (m.constant("b") is None or m.constant("b").shape != (w.shape[0],)):
+        return m.fail("the bias is not a constant vector")
+    if any(a.ref is not None for a in conv.attributes.values()) or any(conv.attr("pads", ())):
+        return m.fail("the Conv pads its input")
+    if conv.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        return m.fail("the Conv pads its input (auto_pad)")
+    if w.shape[0] % conv.attr("group", 1) or m.constant("scale").size != w.shape[1] * conv.attr("group", 1):
+        return m.fail("the BatchNormalization's channels are not the Conv's input channels")
+    bn_out = m.nodes[1].outputs[0]
+    if bn_out.num_uses() != 1 or bn_out.is_graph_output():
+        return m.fail("the BatchNormalization's result is read elsewhere")
+    return True
+
+
+def _bn_conv(b, m: Match):
+    """``Conv(x * s + t)``: the weights scaled per input channel, ``t`` through them into the bias."""
+    conv, w = m.nodes[0], m.constant("w").astype(np.float64)
+    c = {n: m.constant(n).astype(np.float64) for n in ("scale", "bias", "mean", "var")}
+    s = c["scale"] / np.sqrt(c["var"] + _epsilon(m, 1))
+    t = c["bias"] - c["mean"] * s
+    groups, (out_channels, per_group) = conv.attr("group", 1), w.shape[:2]
+    group_of = np.arange(out_channels) // (out_channels // groups)
+    channel = group_of[:, None] * per_group + np.arange(per_group)[None, :]  # [O, C/g]: input channel read
+    spatial = (1,) * (w.ndim - 2)
+    new_w = w * s[channel].reshape(out_channels, per_group, *spatial)
+    old_b = m.constant("b").astype(np.float64) if "b" in m.values else np.zeros(out_channels)
+    new_b = old_b + (w * t[channel].reshape(out_channels, per_group, *spatial)).reshape(out_channels, -1).sum(1)
+    dtype = m.constant("w").dtype
+    out = b.op.Conv(m["x"], b.constant(new_w.astype(dtype)), b.constant(new_b.astype(dtype)), **conv.attributes)
+    out.type = m.outputs[0].type
+    return out
+
+
 def _standalone_bn_check(m: Match) -> bool:
     if not _inference_bn(m, 0) or not _one_float_type(m, "x", "scale", "bias", "mean", "var"):
         return False
@@ -356,6 +398,13 @@ def _patterns() -> list[Pattern]:
 
             name = f"{op.lower()}{'-bias' if with_bias else ''}-batchnorm"
             patterns.append(Pattern(name, linear_bn, fuse, check=_linear_bn_check))
+    for with_bias in (False, True):
+
+        def bn_conv(p, with_bias=with_bias):
+            return p.op.Conv(bn_source(p), p.const("w"), *([p.const("b")] if with_bias else []))
+
+        name = f"batchnorm-conv{'-bias' if with_bias else ''}"
+        patterns.append(Pattern(name, bn_conv, _bn_conv, check=_bn_conv_check))
     patterns += [
         Pattern("batchnorm-mul", lambda p: p.op.Mul(bn_source(p), p.const("k")), _bn_mul, check=_bn_affine_check),
         Pattern("batchnorm-add", lambda p: p.op.Add(bn_source(p), p.const("k")), _bn_add, check=_bn_affine_check),

@@ -99,3 +99,19 @@ def feeds(model: onnx.ModelProto, seed: int = 1) -> dict[str, np.ndarray]:
             shape = [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
             out[i.name] = rng.standard_normal(shape).astype(np.float32)
     return out
+
+
+def onnxruntime_outputs(original: onnx.ModelProto, model) -> tuple[list, list]:
+    """onnxruntime's outputs of ``original`` and of the rewritten irforge ``model`` on the same
+    random input; ``model`` must verify and export to a file onnx's full checker accepts."""
+    import node_suite as ns
+
+    from irforge.backends.onnx import to_proto
+    from irforge.core_ir import verify_model
+
+    verify_model(model)
+    exported = to_proto(model)
+    onnx.checker.check_model(exported, full_check=True)
+    inputs = feeds(original)
+    want = ns.ort_session(original.SerializeToString()).run(None, inputs)
+    return want, ns.ort_session(exported.SerializeToString()).run(None, inputs)

@@ -286,12 +286,7 @@ def test_node_suite_cases_stay_valid_and_close_in_float16(name, keep_io):
 def test_light_models_after_o2_run_on_onnxruntime_in_float16(path):
     original = rm.randomized(path)
     model = irforge.optimize(irforge.from_onnx(original), "freeze-initializers,-O2,convert-precision")
-    verify_model(model)
-    exported = to_proto(model)
-    onnx.checker.check_model(exported, full_check=True)
-    feeds = rm.feeds(original)
-    want = ns.ort_session(original.SerializeToString()).run(None, feeds)
-    got = ns.ort_session(exported.SerializeToString()).run(None, feeds)
+    want, got = rm.onnxruntime_outputs(original, model)
     error = _relative_error(want, got)
     assert error <= FLOAT16_TOLERANCE, f"{os.path.basename(path)}: error {error:.2e} of the output scale"
     COUNTS["convert-precision: light models within tolerance in float16 (onnxruntime)"] += 1

@@ -84,18 +84,22 @@ class _SelfAttention(torch.nn.Module):
         return self.o((w @ v).transpose(1, 2).reshape(b, s, d))
 
 
+def _imported(module: torch.nn.Module, args: tuple, how: str):
+    """``module`` through irforge's from_torch or a torch exporter (torchscript or dynamo)."""
+    if how == "from_torch":
+        return irforge.from_torch(module, args)
+    buf = io.BytesIO()
+    torch.onnx.export(module, args, buf, opset_version=17, dynamo=how == "dynamo")
+    return irforge.from_onnx(onnx.load_from_string(buf.getvalue()))
+
+
 @pytest.mark.parametrize("how", ["torchscript", "dynamo", "from_torch"])
 def test_torch_attention_fuses_and_onnxruntime_runs_its_attention_kernel(how):
     torch.manual_seed(0)
     module = _SelfAttention().eval()
     x, mask = torch.randn(2, 6, 32), torch.zeros(2, 1, 1, 6)
     mask[1, ..., 4:] = -1e4
-    if how == "from_torch":
-        model = irforge.from_torch(module, (x, mask))
-    else:
-        buf = io.BytesIO()
-        torch.onnx.export(module, (x, mask), buf, opset_version=17, dynamo=how == "dynamo")
-        model = irforge.from_onnx(onnx.load_from_string(buf.getvalue()))
+    model = _imported(module, (x, mask), how)
     feeds = [x.numpy(), mask.numpy()]
     want = interpret(model, feeds)
     irforge.optimize(model, "-O2")
@@ -192,12 +196,7 @@ def test_causal_masking_by_where_fuses_from_both_exporters(how):
     torch.manual_seed(0)
     module = _CausalAttention().eval()
     x, mask = torch.randn(2, 6, 32), torch.zeros(2, 1, 1, 6)
-    if how == "from_torch":
-        model = irforge.from_torch(module, (x, mask))
-    else:
-        buf = io.BytesIO()
-        torch.onnx.export(module, (x, mask), buf, opset_version=17, dynamo=how == "dynamo")
-        model = irforge.from_onnx(onnx.load_from_string(buf.getvalue()))
+    model = _imported(module, (x, mask), how)
     feeds = [x.numpy(), mask.numpy()]
     want = interpret(model, feeds)
     irforge.optimize(model, "-O2")

@@ -280,6 +280,21 @@ PRECISION = """  graph @precision(%x: f32[2,5,8]) {
   }
 """
 
+JAX_REDUCTIONS = """  graph @jax_reductions(%x: f32[2,3,8]) {
+    init %axes = dense<i64[1]>[2]
+    init %n = dense<f32[]>[8.0]
+    %s: f32[2,3] = ReduceSum(%x, %axes) <keepdims = 0>
+    %u: f32[2,3,1] = Unsqueeze(%s, %axes)
+    %m: f32[2,3,1] = Div(%u, %n)
+    %d: f32[2,3,8] = Sub(%x, %m)
+    %e: f32[2,3,8] = Exp(%d)
+    %t: f32[2,3] = ReduceSum(%e, %axes) <keepdims = 0>
+    %v: f32[2,3,1] = Unsqueeze(%t, %axes)
+    %y: f32[2,3,8] = Div(%e, %v)
+    return %y
+  }
+"""
+
 PAD_POOLS = """  graph @pad_pools(%x: f32[2,3,8,8]) {
     init %pads = dense<i64[8]>[0, 0, 1, 1, 0, 0, 1, 1]
     init %low = dense<f32[]>[-inf]
@@ -358,6 +373,7 @@ CASES: dict[str, dict[str, str]] = {
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "convert-layout": {"small-cnn": LAYOUT},
     "convert-precision": {"mlp-with-softmax": PRECISION},
+    "normalize-reductions": {"mean-and-softmax": JAX_REDUCTIONS},
     "expand-batchnorm": {"standalone-bn": STANDALONE_BN},
     "combine-parallel-matmul": {"qkv-projections": PROJECTIONS},
     "fuse-elementwise": {"mlp-with-softmax": PRECISION, "small-cnn": LAYOUT},

@@ -845,6 +845,10 @@ def _dot_general(cx, lhs, rhs, dimension_numbers, preferred_element_type=None, *
         if squeeze:
             return cx.typed("Squeeze", y, cx.const(_i64(sorted(squeeze))))
         return cx.typed("Identity", y)
+    if not lb and not rb and rr == 2 and list(lc) == [lr - 1] and lfree == list(range(lr - 1)):
+        # [..., k] @ [k, n] (a dense layer over leading dims): MatMul broadcasts them
+        b = rhs if list(rc) == [0] else cx.emit("Transpose", rhs, perm=[1, 0])
+        return cx.typed("MatMul", lhs, b)
     letters = iter("abcdefghijklmnopqrstuvwxyz")
     lsub, rsub = [""] * lr, [""] * rr
     for a, b in zip(lb, rb, strict=True):

@@ -79,8 +79,11 @@ def _gate_sources():
 
         return gate
 
+    def erfc(p, x):  # JAX: erfc(-x / sqrt 2) = 1 - erf(-x / sqrt 2), which is 1 + erf(x / sqrt 2)
+        return p.op.Sub(p.const("one"), p.op.Erf(p.op.Mul(p.op.Neg(x), p.const("root2"))))
+
     return [
-        ("erf-div", False, erf("Div")), ("erf-mul", False, erf("Mul")),
+        ("erf-div", False, erf("Div")), ("erf-mul", False, erf("Mul")), ("erfc-mul", False, erfc),
         ("tanh-pow", True, tanh(lambda p, x: p.op.Pow(x, p.const("three")))),
         ("tanh-mul", True, tanh(lambda p, x: p.op.Mul(p.op.Mul(x, x), x))),
         ("tanh-mul2", True, tanh(lambda p, x: p.op.Mul(x, p.op.Mul(x, x)))),

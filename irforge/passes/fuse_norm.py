@@ -107,14 +107,25 @@ def _ln_source(axes_input: bool, square: str):
     return source
 
 
+def _operand(m: Match) -> np.ndarray | None:
+    """The constant operand without the leading unit axes that only broadcast it (JAX writes a
+    ``[1, 1, hidden]`` weight), as long as it does not raise the result's rank."""
+    k, rank = m.constant("k"), m.rank("x")
+    if k is None or rank is None or k.ndim > rank:
+        return None
+    while k.ndim > 1 and k.shape[0] == 1:
+        k = k.reshape(k.shape[1:])
+    return k
+
+
 def _affine_check(m: Match) -> bool:
     ln = m.nodes[-1]
     if len(ln.inputs) < 2 or not all(m.constant(n) is not None for n in ("scale", "k")):
         return m.fail("the weights or the operand are not constants")
     if len(ln.outputs) > 1 and any(o is not None and o.has_uses() for o in ln.outputs[1:]):
         return m.fail("the mean or inverse deviation outputs are read")
-    k, scale = m.constant("k"), m.constant("scale")
-    if k.ndim > scale.ndim or np.broadcast_shapes(k.shape, scale.shape) != scale.shape:
+    k, scale = _operand(m), m.constant("scale")
+    if k is None or k.ndim > scale.ndim or np.broadcast_shapes(k.shape, scale.shape) != scale.shape:
         return m.fail("the operand varies along axes the norm does not normalize")
     if m.dtype("k") != m.dtype("scale"):
         return m.fail("the operand's type is not the weights'")
@@ -124,7 +135,7 @@ def _affine_check(m: Match) -> bool:
 def _affine_rewrite(b: Builder, m: Match) -> Value:
     """``LN(x) * k`` is LN with weights ``scale * k``, bias ``bias * k``; ``LN(x) + k``: bias ``bias + k``."""
     ln, op = m.nodes[-1], m.nodes[0].op_type
-    k, scale = m.constant("k").astype(np.float64), m.constant("scale")
+    k, scale = _operand(m).astype(np.float64), m.constant("scale")
     bias = m.constant("bias") if len(ln.inputs) > 2 and ln.inputs[2] is not None else np.zeros_like(scale)
     if op == "Mul":
         scale, bias = scale * k, bias * k

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 _FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
-_FUSE_OPS = ("fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-attention,fold-matmul-scale,fuse-activation,"
-             "combine-parallel-matmul")
-"""The -O2 fusions, in order: GELU's own 0.5 must be inside its fused op before ``fold-matmul-scale``
-could move it into the next layer's weights; the projections combine last, once an activation
-after one of them is fused with it (a gated MLP's gate keeps its fused activation)."""
+_FUSE_OPS = ("normalize-reductions,dce,fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-attention,fold-matmul-scale,"
+             "fuse-activation,combine-parallel-matmul")
+"""The -O2 fusions, in order: JAX's reductions in pieces first become the ops the fusions match;
+GELU's own 0.5 must be inside its fused op before ``fold-matmul-scale`` could move it into the next
+layer's weights; the projections combine last, once an activation after one of them is fused with
+it (a gated MLP's gate keeps its fused activation)."""
 
 LEVELS: dict[str, str] = {
     "O0": "",

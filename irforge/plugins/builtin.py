@@ -28,6 +28,7 @@ from ..passes.fuse_rms_norm import FuseRmsNorm
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
 from ..passes.lower_fused import KERNELS, LowerFused
+from ..passes.normalize_reductions import NormalizeReductions
 from ..passes.shape_inference import ShapeInference
 from ..passes.topological_sort import TopologicalSort
 from .hookspecs import hookimpl
@@ -40,7 +41,7 @@ def irforge_register_passes() -> list[type]:
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
         FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes, ConvertPrecision,
-        FuseElementwise, CombineParallelMatMul, ExpandBatchNorm,
+        FuseElementwise, CombineParallelMatMul, ExpandBatchNorm, NormalizeReductions,
     ]  # fmt: skip
 
 

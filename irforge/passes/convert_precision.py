@@ -38,6 +38,7 @@ from ..core_ir.builder import Builder, NameGenerator
 from ..core_ir.dtypes import DataType, from_short_name, to_numpy
 from ..core_ir.graph import Graph
 from ..core_ir.node import Node
+from ..core_ir.pattern import constant_value
 from ..core_ir.tensors import NumpyTensor
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
@@ -180,7 +181,7 @@ class _Converter:
         return self.stats
 
     def visit(self, node: Node) -> None:
-        if node.op_type == "Constant" and _payload(node.outputs[0]) is not None:
+        if node.op_type == "Constant" and constant_value(node.outputs[0]) is not None:
             return  # its readers take a converted copy (to_low)
         reads_float = any(_dtype(v) == DataType.FLOAT for v in (*node.inputs, *node.outputs))
         reads_low = any(v in self.lowered for v in node.inputs)
@@ -215,7 +216,7 @@ class _Converter:
         self.lowered.add(v)
 
     def to_low(self, v: Value) -> Value:
-        payload = _payload(v)
+        payload = constant_value(v)
         if payload is None:
             return self.cast(v, self.low)
         key = (v, int(self.low))
@@ -272,18 +273,6 @@ class _Converter:
                 self.graph.remove(producer)
             elif v.is_initializer():
                 self.graph.remove_initializer(v)
-
-
-def _payload(v: Value) -> np.ndarray | None:
-    """The float32 array a constant (initializer or ``Constant`` node) holds, else ``None``."""
-    if v.is_constant():
-        return v.const_value.numpy()
-    producer = v.producer()
-    if producer is not None and producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
-        value = producer.attr("value")
-        if value is not None and hasattr(value, "numpy"):
-            return value.numpy()
-    return None
 
 
 @dataclass(frozen=True)

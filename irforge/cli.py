@@ -88,6 +88,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     progress = ins.Progress(len(pm.pipeline.passes))
     pm.instruments.append(progress)
     model = _load(args.input)
+    recorder = None
+    if args.viz and pm.pipeline.passes:
+        from .irviz import Recorder
+
+        recorder = Recorder(model)
+        pm.instruments.insert(0, recorder)
     verify_model(model)
     before = len(model.graph)
     ctx = PassContext(rewrite_log=[] if args.debug_rewrites else None)
@@ -98,6 +104,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             progress.close()
             if args.debug_rewrites:
                 _print_rewrites(ctx.rewrite_log)
+            if recorder is not None:  # a failed run's timeline too: up to the pass that failed
+                from .irviz import write_report
+
+                write_report(recorder, args.viz, title=os.path.basename(args.input))
         verify_model(model)
     save(model, args.output)
     spelled = (args.pipeline or f"-O{args.level or 0}") + (f" --target {args.target}" if args.target else "")
@@ -228,6 +238,8 @@ def _irforge_parser() -> argparse.ArgumentParser:
                     help="print the IR after the named pass (repeatable)")  # fmt: skip
     op.add_argument("--print-ir-always", action="store_true", help="print even when the pass changed nothing")
     op.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
+    op.add_argument("--viz", metavar="REPORT.html",
+                    help="also write irviz's timeline of the run: a step per pass that changed the model")  # fmt: skip
     op.add_argument("--keep-going", action="store_true", help="roll back a failing pass, warn, and go on")
     op.add_argument("--reproducer-dir", metavar="DIR", help="on a pass failure, write the IR it got here")
     op.add_argument("--paranoid-rollback", action="store_true",
@@ -262,9 +274,23 @@ def _one_line_warnings(prog: str) -> None:
         warnings.simplefilter("always", category)  # every skipped pass is worth its own line
 
 
+def _pipeline_values(argv: Sequence[str]) -> list[str]:
+    """``--pipeline -O2`` as ``--pipeline=-O2``: argparse would read a value that starts with a
+    dash as an option, and levels are spelled that way."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--pipeline":
+            value = next(it, None)
+            out.append(arg if value is None else f"--pipeline={value}")
+        else:
+            out.append(arg)
+    return out
+
+
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     _one_line_warnings(parser.prog)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_pipeline_values(sys.argv[1:] if argv is None else argv))
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
@@ -288,9 +314,51 @@ def irforge_main(argv: Sequence[str] | None = None) -> int:
     return _run(_irforge_parser(), argv)
 
 
+def cmd_irviz(args: argparse.Namespace) -> int:
+    from . import irviz
+
+    if args.level is not None and args.pipeline:
+        raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
+    if args.depth is not None and args.focus is None:
+        raise IrforgeError("--depth needs --focus NODE")
+    fmt = args.format or os.path.splitext(args.output or "")[1].lstrip(".").lower() or "html"
+    output = args.output or os.path.splitext(os.path.basename(args.model))[0] + f".{fmt}"
+    pipeline = args.pipeline or (f"O{args.level}" if args.level is not None else None)
+    model = _load(args.model)
+    written = irviz.write_report(model, output, pipeline, format=fmt, step=args.step, target=args.target,
+                                 title=args.title or os.path.basename(args.model), overlays=args.overlay,
+                                 focus=args.focus, depth=2 if args.depth is None else args.depth)  # fmt: skip
+    print(f"{args.model} -> {written}")
+    return 0
+
+
+def _irviz_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="irviz",
+        description="Draw a model, or every step of a pipeline run on it, as one self-contained HTML page "
+        "(graph viewer, pass timeline, diffs, provenance) or as DOT, SVG or PNG through Graphviz.",
+    )
+    p.add_argument("model", help="an .onnx file or irforge IR text (.irf)")
+    p.add_argument("-o", "--output", help="where to write (default: the model's name with the format's extension)")
+    p.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"],
+                   help="record this optimization level's passes, step by step")  # fmt: skip
+    p.add_argument("--pipeline", metavar="TEXT", help="record these passes, step by step (e.g. '-O2' or 'cse,dce')")
+    p.add_argument("--target", choices=LOWERING_TARGETS, help="end with this backend's lowering of the fused ops")
+    p.add_argument("--format", choices=["html", "dot", "svg", "png"],
+                   help="html (default; or from the output's extension), or one step through Graphviz")  # fmt: skip
+    p.add_argument("--step", type=int, default=-1, help="for dot/svg/png: which step (default: the last)")
+    p.add_argument("--focus", metavar="NODE", help="only the neighbourhood of this node (name or output value name)")
+    p.add_argument("--depth", type=int, default=None, metavar="K", help="with --focus: edges from NODE (default 2)")
+    p.add_argument("--overlay", action="append", default=[], metavar="JSON",
+                   help="per-node numbers to colour by: Model Explorer node data, an onnxruntime profile, "
+                   "or {node: number} (repeatable)")  # fmt: skip
+    p.add_argument("--title", help="the page's title (default: the model's file name)")
+    p.set_defaults(func=cmd_irviz)
+    return p
+
+
 def irviz_main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="irviz", description="Draw irforge graphs (rendering arrives in a later release).")
-    return _run(p, argv)
+    return _run(_irviz_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ and created nodes carry the provenance of the nodes they replace in their metada
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import deque
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ class RewriteRecord:
     defined_at: str
     matched: tuple[str, ...]
     created: tuple[str, ...]
+    seconds: float = 0.0
+    """When the rewrite was applied, in seconds since the driver started."""
 
 
 @dataclass
@@ -65,6 +68,7 @@ def apply_patterns(
     for p in sorted(patterns, key=lambda p: -p.benefit):
         by_root.setdefault((p.root.op_type, p.root.domain), []).append(p)
     result = RewriteResult()
+    start = time.perf_counter()
     cap = max_rewrites if max_rewrites is not None else 10 * len(graph) + 100
     names = NameGenerator(graph) if by_root else None
     work = deque(n for n in graph if (n.op_type, n.domain) in by_root)
@@ -88,7 +92,8 @@ def apply_patterns(
                 return result
             created = _apply(graph, p, m, names)  # type: ignore[arg-type]
             result.records.append(RewriteRecord(p.name, p.defined_at, tuple(n.describe() for n in m.nodes),
-                                                tuple(n.describe() for n in created)))  # fmt: skip
+                                                tuple(n.describe() for n in created),
+                                                time.perf_counter() - start))  # fmt: skip
             for n in _neighbours(created, m.values.values()):
                 if n not in queued and n.graph is graph and (n.op_type, n.domain) in by_root:
                     work.append(n)

@@ -10,7 +10,7 @@ from ..core_ir.errors import IrforgeError
 from ..core_ir.graph import Graph
 from ..core_ir.model import Model
 from ..core_ir.pattern import Pattern
-from ..core_ir.rewriter import RewriteResult, apply_patterns
+from ..core_ir.rewriter import RewriteRecord, RewriteResult, apply_patterns
 
 
 class PassError(IrforgeError):
@@ -23,6 +23,9 @@ class PassResult:
 
     changed: bool
     statistics: dict[str, int] = field(default_factory=dict)
+    rewrites: list[RewriteRecord] = field(default_factory=list)
+    """For pattern passes, every rewrite applied (pattern, source line, nodes, time): what irviz's
+    timeline shows."""
 
 
 @dataclass
@@ -97,4 +100,4 @@ def run_patterns(
     result = apply_patterns(graph, patterns, max_rewrites=max_rewrites, debug=ctx.rewrite_log is not None)
     if ctx.rewrite_log is not None:
         ctx.rewrite_log.append((pass_.name, result))
-    return PassResult(result.changed, result.counts())
+    return PassResult(result.changed, result.counts(), result.records)

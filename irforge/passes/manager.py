@@ -213,14 +213,15 @@ class PassManager:
         graphs = list(model.graph.all_graphs()) if p.recurse else [model.graph]
         if p.recurse:
             graphs += [g for fn in model.functions.values() for g in fn.graph.all_graphs()]
-        changed, statistics = False, {}
+        changed, statistics, rewrites = False, {}, []
         for g in graphs:
             result = p.run(g, ctx)
             changed |= result.changed
+            rewrites += result.rewrites
             for k, v in result.statistics.items():
                 statistics[k] = statistics.get(k, 0) + v
         ctx.invalidate(p.preserves)
-        return PassResult(changed, statistics)
+        return PassResult(changed, statistics, rewrites)
 
     def _reproducer(self, p: Pass, model: Model, message: str) -> str:
         """Write the IR the pass got and the pass itself; return how to replay it."""

@@ -60,6 +60,11 @@ TESTING = {
     "random_feeds",
 }  # fmt: skip
 
+IRVIZ = {
+    "FORMATS", "OverlayError", "Recorder", "Step", "diff_steps", "normalize_overlay", "record", "render_html",
+    "report", "show", "to_dot", "write_html", "write_report",
+}  # fmt: skip
+
 GRAPH_METHODS = {
     "append", "insert_before", "insert_after", "remove", "sort", "all_graphs", "all_nodes", "values",
     "inputs", "outputs", "initializers", "append_input", "add_initializer", "set_outputs",
@@ -80,13 +85,15 @@ def test_exported_names_are_pinned():
 def test_every_subpackage_pins_its_names_and_documents_them():
     import irforge.backends
     import irforge.frontends
+    import irforge.irviz
     import irforge.passes
     import irforge.plugins
     import irforge.testing
 
     for module, names in ((irforge, TOP_LEVEL), (irforge.core_ir, CORE_IR), (irforge.passes, PASSES),
                           (irforge.plugins, PLUGINS), (irforge.testing, TESTING),
-                          (irforge.backends, BACKENDS), (irforge.frontends, FRONTENDS)):  # fmt: skip
+                          (irforge.backends, BACKENDS), (irforge.frontends, FRONTENDS),
+                          (irforge.irviz, IRVIZ)):  # fmt: skip
         assert set(module.__all__) == names, module.__name__
         for name in names:
             obj = getattr(module, name)

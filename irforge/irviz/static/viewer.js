@@ -300,20 +300,25 @@ function render() {
   const ov = overlay >= 0 ? D.overlays[overlay] : null;
   const scale = ov ? overlayScale(ov) : null;
   for (const key of layout.boxes) {
-    const c = counts(key);
-    if (!c.present && !c.removed) continue;
+    const body = groups.get(key).kind === "body";
+    const c = counts(key), st = body ? status(groups.get(key).self) : "";
+    if (body ? st === null : !c.present && !c.removed) continue;
     const [x, y, w, h] = layout.abs.get(key);
-    const g = el("g", { class: "group", "data-id": key, transform: `translate(${x},${y})` }, gGroups);
+    const cls = "group" + (st ? " " + st : "") + (key === selected ? " selected" : "");
+    const g = el("g", { class: cls, "data-id": key, transform: `translate(${x},${y})` }, gGroups);
     el("rect", { width: w, height: h, rx: 6 }, g);
     const t = el("text", { x: 8, y: 15, class: "title" }, g);
-    t.textContent = "▾ " + label(key) + (groups.get(key).kind === "body" ? "" : "");
+    t.textContent = "▾ " + label(key);
     t.addEventListener("click", (e) => { e.stopPropagation(); toggle(key); });
     shown.add(key);
   }
   for (const key of layout.visible) {
     const isGroup = groups.has(key);
     let st, c = null;
-    if (isGroup) {
+    if (isGroup && groups.get(key).kind === "body") { // a node with a body: that node's status
+      st = status(groups.get(key).self);
+      if (st === null) continue;
+    } else if (isGroup) {
       c = counts(key);
       if (!c.present && !c.removed) continue;
       st = c.present ? "" : "removed";
@@ -335,8 +340,8 @@ function render() {
       if (v !== undefined && v !== null) rect.setAttribute("style", `fill:${(ov.colors && ov.colors[key]) || scale(v)}`);
     }
     const text = el("text", { x: 9, y: 17 }, g);
-    text.textContent = isGroup ? (groups.get(key).kind === "body" ? "▸ " + label(key) : `▸ ${label(key)} (${c.present})`) : label(key);
-    if (isGroup && (c.added || c.removed || c.rewritten)) {
+    text.textContent = !isGroup ? label(key) : c ? `▸ ${label(key)} (${c.present})` : "▸ " + label(key);
+    if (c && (c.added || c.removed || c.rewritten)) {
       const b = el("text", { x: 9, y: h - 5, class: "badge" }, g);
       b.textContent = [c.added ? `+${c.added}` : "", c.removed ? `−${c.removed}` : "", c.rewritten ? `~${c.rewritten}` : ""].filter(Boolean).join(" ");
     }
@@ -421,7 +426,7 @@ function fit(readable) { // the whole step; with readable, its width only, top f
   const [x, y, w, h] = contentBox(), r = $("graph").getBoundingClientRect();
   const k = readable ? Math.max(0.6, (r.width - 40) / w) : Math.min((r.width - 40) / w, (r.height - 40) / h);
   view.k = Math.min(1.5, Math.max(0.02, k));
-  view.x = (r.width - w * view.k) / 2 - x * view.k; view.y = 20 - y * view.k;
+  view.x = Math.max(20, (r.width - w * view.k) / 2) - x * view.k; view.y = 20 - y * view.k;
   applyView();
 }
 function centerOn(key) {
@@ -613,7 +618,18 @@ function drawTimeline() {
   if (D.trailing.length) h += `<div class="folded">${D.trailing.length} more pass${D.trailing.length === 1 ? "" : "es"} changed nothing</div>`;
   nav.innerHTML = h;
 }
-$("timeline").addEventListener("click", (e) => { const s = e.target.closest(".step"); if (s) showStep(Number(s.dataset.step)); });
+$("timeline").addEventListener("click", (e) => {
+  const s = e.target.closest(".step");
+  if (!s) return;
+  showStep(Number(s.dataset.step));
+  const first = firstChange(); // bring the step's first change into view
+  if (first && layout.shown.has(first)) centerOn(first);
+});
+function firstChange() {
+  const rep = repMap();
+  for (const [sid] of stepMap(current)) { const st = status(sid); if (st === "added" || st === "rewritten") return rep.get(sid); }
+  return null;
+}
 
 // ---- header controls ----------------------------------------------------------------------
 function exportSvg() {
@@ -647,6 +663,7 @@ $("fit").addEventListener("click", () => fit(false));
   input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => search(input.value), 150); });
   input.addEventListener("keydown", async (e) => {
     if (e.key !== "Enter") return;
+    clearTimeout(timer);
     const found = search(input.value);
     if (found.length) await focusNode(found[0]);
   });
@@ -671,6 +688,8 @@ window.irviz = {
   showStep, search, focus: focusNode, select, toggle, exportSvg, fit,
   expanded: () => [...expanded], groups: () => [...groups.keys()],
   visibleCount: () => document.querySelectorAll("#nodes .node").length,
+  expandAll: async () => { for (const k of groups.keys()) expanded.add(k); await relayout(); },
+  collapseAll: async () => { expanded.clear(); expanded.add(""); await relayout(); },
   setOverlay: (i) => { overlay = i; $("overlay").value = String(i); showLegend(); render(); },
 };
 startWorker();

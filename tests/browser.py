@@ -32,8 +32,9 @@ def start_chromium(width: int = 1400, height: int = 900):
     profile = tempfile.mkdtemp(prefix="irviz-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 f"--user-data-dir={profile}", f"--window-size={width},{height}", "--disable-dev-shm-usage"):  # fmt: skip
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={width},{height}"]  # fmt: skip
+    for flag in flags:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     browser = webdriver.Chrome(service=Service(driver), options=options)

@@ -19,6 +19,7 @@ from selenium.webdriver.common.keys import Keys
 import irforge
 from irforge import irviz
 
+MINUS = "\N{MINUS SIGN}"  # how the page writes a count of removed nodes
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_squeezenet.onnx")
 
 
@@ -112,7 +113,8 @@ def test_a_fused_node_shows_its_provenance_and_jumps_to_its_step(browser, bert_t
     data, path = bert_timeline
     open_page(browser, path)
     last = len(data["steps"]) - 1
-    attention = next(data["records"][i] for i in data["steps"][last]["items"] if data["records"][i]["op"] == "Attention")
+    records = [data["records"][i] for i in data["steps"][last]["items"]]
+    attention = next(r for r in records if r["op"] == "Attention")
     origin = data["origins"][attention["id"]]
     browser.execute_async_script(f"irviz.focus({attention['id']!r}).then(arguments[0])")
     panel = browser.find_element(By.ID, "panel")
@@ -164,7 +166,7 @@ def test_a_5000_node_timeline_opens_in_chunks_and_switches_steps(browser, tmp_pa
     assert sum(g.startswith("chunk") for g in groups) == 42  # 5,002 boxes in chunks of 120
     assert 0 < browser.execute_script("return irviz.visibleCount()") <= 200
     badges = browser.execute_script("return [...document.querySelectorAll('#nodes .badge')].map((b) => b.textContent)")
-    removed = [int(part[1:]) for text in badges for part in text.split() if part.startswith("−")]
+    removed = [int(part[1:]) for text in badges for part in text.split() if part.startswith(MINUS)]
     ghosts = _ids(browser, "#nodes .node.removed")  # the nodes of chunks opened at first paint
     assert sum(removed) + len(ghosts) == 1000 and len(removed) >= 40  # the rest rolled up into closed chunks
     browser.execute_script("irviz.showStep(0)")

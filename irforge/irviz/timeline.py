@@ -7,6 +7,7 @@ with the pass's time, its rewrites, and where each new node came from.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,18 +77,31 @@ class Recorder(Instrument):
         for r in result.rewrites:
             created = [snapshot.describe[d] for d in r.created if d in snapshot.describe]
             matched = [previous.describe.get(d) or by_name.get(_quoted_name(d)) for d in r.matched]
-            step.rewrites.append({"pattern": r.pattern, "at": r.defined_at, "seconds": round(r.seconds, 6),
+            at = short_location(r.defined_at)
+            step.rewrites.append({"pattern": r.pattern, "at": at, "seconds": round(r.seconds, 6),
                                   "matched": [m for m in matched if m], "created": created,
                                   "text": [list(r.matched), list(r.created)]})  # fmt: skip
             for sid in created:
                 if sid not in previous.records:
                     self.origins[sid] = {"step": index, "pass": pass_.name, "pattern": r.pattern,
-                                         "at": r.defined_at, "from": [m for m in matched if m]}  # fmt: skip
+                                         "at": at, "from": [m for m in matched if m]}  # fmt: skip
         for sid, record in snapshot.records.items():
             if sid not in previous.records and sid not in self.origins and record["cat"] != "io":
                 sources = [by_name.get(n) or previous.describe.get(n) for n in provenance(record)]
                 self.origins[sid] = {"step": index, "pass": pass_.name, "from": [s for s in sources if s]}
         self.steps.append(step)
+
+
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def short_location(defined_at: str) -> str:
+    """``irforge/passes/fuse_gelu.py:104`` rather than the install's absolute path; a plugin's
+    pattern keeps its own path."""
+    path, _, line = defined_at.rpartition(":")
+    if path.startswith(_PACKAGE_ROOT + os.sep):
+        return f"{os.path.relpath(path, _PACKAGE_ROOT)}:{line}"
+    return defined_at
 
 
 def _quoted_name(describe: str) -> str:

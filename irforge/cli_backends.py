@@ -117,11 +117,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     if reference is not None:
         diff = max((_max_diff(a, b) for a, b in zip(outs, reference, strict=True)), default=0.0)
         print(f"max |{args.backend} - reference|: {diff:.3g}")
+    if args.node_errors:
+        _write_node_errors(model, args, feeds)
     print(f"compile: {first * 1000:.1f} ms (first call included)")
     if times:
         print(f"latency: median {statistics.median(times) * 1000:.3f} ms over {len(times)} runs "
               f"(min {min(times) * 1000:.3f} ms)")  # fmt: skip
     return 0
+
+
+def _write_node_errors(model, args: argparse.Namespace, feeds: dict[str, np.ndarray]) -> None:
+    """Every node's largest |backend - reference| over its outputs, as an irviz overlay keyed by
+    output value name.  The model is run with every typed node output made a graph output, so
+    the backend computes each value as it stands (the fusions it would make across them are off)."""
+    import json
+
+    import irforge
+
+    from .core_ir.clone import clone_model
+
+    if args.backend == "reference":
+        raise IrforgeError("--node-errors compares a backend with the reference: give --backend")
+    probe = clone_model(model)
+    outputs = {v.name for v in probe.graph.outputs}
+    owner: dict[str, str] = {}
+    for node in probe.graph:
+        for v in node.outputs:
+            if v is not None and v.type is not None and v.name not in outputs:
+                probe.graph.append_output(v)
+                outputs.add(v.name)
+            if v is not None:
+                owner[v.name] = next(o.name for o in node.outputs if o is not None)
+    backend, reference = irforge.compile(probe, args.backend, args.device), irforge.compile(probe, "reference")
+    got = dict(zip(backend.output_names, backend(feeds), strict=True))
+    want = dict(zip(reference.output_names, reference(feeds), strict=True))
+    errors: dict[str, float] = {}
+    for name, value in got.items():
+        if name in owner:
+            key = owner[name]
+            errors[key] = max(errors.get(key, 0.0), _max_diff(value, want[name]))
+    overlay = {"name": f"max |{args.backend} - reference|", "values": errors}
+    try:
+        with open(args.node_errors, "w", encoding="utf-8") as f:
+            json.dump(overlay, f)
+    except OSError as e:
+        raise IrforgeError(f"{args.node_errors}: cannot write: {e.strerror}") from None
+    worst = max(errors, key=errors.get) if errors else None
+    print(f"node errors: {len(errors)} nodes -> {args.node_errors}"
+          + (f" (largest {errors[worst]:.3g}, at %{worst})" if worst else ""))  # fmt: skip
 
 
 def _max_diff(a, b) -> float:
@@ -164,4 +207,6 @@ def add_parsers(sub) -> None:
     rn.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE", help="size of a symbolic dim")
     rn.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
     rn.add_argument("--no-check", action="store_true", help="do not run the reference interpreter to compare")
+    rn.add_argument("--node-errors", metavar="FILE.json",
+                    help="also write each node's largest |backend - reference| (an irviz --overlay)")  # fmt: skip
     rn.set_defaults(func=cmd_run)

@@ -344,3 +344,49 @@ def test_optimize_viz_writes_the_timeline_of_the_run(tmp_path):
     data = json.loads(re.search(r"const IRVIZ_DATA = (.*);\n", page).group(1).replace("<\\/", "</"))
     assert data["steps"][0]["title"] == "input" and len(data["steps"]) > 2
     assert data["steps"][-1]["nodes"] == len(irforge.load(str(tmp_path / "o.onnx")).graph)
+
+
+def test_irforge_run_node_errors_is_an_overlay_irviz_reads(tmp_path):
+    errors = tmp_path / "errors.json"
+    command = [sys.executable, "-m", "irforge.cli", "run", SMALL_CNN, "-O2", "--backend", "onnxruntime", "--dim",
+               "batch=1", "--node-errors", str(errors)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(errors.read_text())
+    optimized = irforge.optimize(irforge.load(SMALL_CNN), "-O2")
+    assert set(written["values"]) == {n.outputs[0].name for n in optimized.graph}  # one number per node
+    assert all(0 <= v < 1e-4 for v in written["values"].values())
+    data = irviz.report(irforge.load(SMALL_CNN), "-O2", overlays=[errors])
+    last = {data["records"][i]["id"] for i in data["steps"][-1]["items"]}
+    assert set(data["overlays"][0]["values"]) <= last and len(data["overlays"][0]["values"]) == len(optimized.graph)
+    done = subprocess.run([sys.executable, "-m", "irforge.cli", "run", SMALL_CNN, "--backend", "reference",
+                           "--node-errors", str(errors)], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1 and "compares a backend with the reference" in done.stderr
+
+
+def test_ir_text_in_and_show_without_a_browser(tmp_path, monkeypatch):
+    import webbrowser
+
+    from irforge.core_ir import print_model
+
+    text = tmp_path / "m.irf"
+    text.write_text(print_model(Model(parse_graph(TEXT))))
+    done = _irviz(str(text), "-o", str(tmp_path / "m.html"))
+    assert done.returncode == 0, done.stderr
+    opened = []
+
+    class Browser:
+        def open(self, url):
+            opened.append(url)
+
+    monkeypatch.setattr(webbrowser, "get", lambda: Browser())
+    path = irviz.show(Model(parse_graph(TEXT)), path=tmp_path / "shown.html")
+    assert opened == ["file://" + os.path.abspath(path)]
+
+    def no_browser():
+        raise webbrowser.Error("could not locate runnable browser")
+
+    monkeypatch.setattr(webbrowser, "get", no_browser)
+    path = irviz.show(Model(parse_graph(TEXT)), "canonicalize")
+    assert os.path.getsize(path) > 10_000 and path.endswith(".html")
+    os.remove(path)

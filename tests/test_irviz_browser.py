@@ -96,6 +96,10 @@ def test_a_bert_o2_timeline_marks_added_and_removed_nodes(browser, bert_timeline
     k = next(i for i, s in enumerate(data["steps"]) if s["pass"] == "fuse-attention")
     browser.find_element(By.CSS_SELECTOR, f'#timeline .step[data-step="{k}"]').click()
     assert browser.execute_script("return [irviz.current, irviz.base]") == [k, k - 1]
+    panel = browser.find_element(By.ID, "panel").text  # the step's own page: every rewrite, where it is defined
+    assert f"rewrites ({len(data['steps'][k]['rewrites'])})" in panel.lower()
+    for rewrite in data["steps"][k]["rewrites"]:
+        assert rewrite["pattern"] in panel and rewrite["at"] in panel
     browser.execute_async_script("irviz.expandAll().then(arguments[0])")
     browser.execute_script(f"irviz.showStep({k})")
     diff = irviz.diff_steps(data, k - 1, k)

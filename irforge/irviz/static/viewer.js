@@ -621,10 +621,31 @@ function drawTimeline() {
 $("timeline").addEventListener("click", (e) => {
   const s = e.target.closest(".step");
   if (!s) return;
+  selected = null;
   showStep(Number(s.dataset.step));
+  panelForStep(current);
   const first = firstChange(); // bring the step's first change into view
   if (first && layout.shown.has(first)) centerOn(first);
 });
+function panelForStep(k) { // what the pass did: time, statistics, the passes folded before it, every rewrite
+  const s = steps[k], d = stepDiff(k);
+  let h = `<h2>step ${k}: ${esc(s.title)}</h2><p>${s.nodes} nodes`;
+  if (k) h += `, ${(s.seconds * 1000).toFixed(2)} ms <span class="counts">${diffText(d)}</span>`;
+  h += "</p>";
+  const stats = Object.entries(s.statistics || {}).filter(([, v]) => v);
+  if (stats.length) h += "<h3>statistics</h3><table>" + stats.map(([key, v]) => `<tr><td>${esc(key)}</td><td>${v}</td></tr>`).join("") + "</table>";
+  if (s.folded.length) h += "<h3>before it, changed nothing</h3><ul>" + s.folded.map(([t, sec]) => `<li>${esc(t)} (${(sec * 1000).toFixed(2)} ms)</li>`).join("") + "</ul>";
+  if (s.rewrites.length) {
+    h += `<h3>rewrites (${s.rewrites.length})</h3><table class="rewrites">`;
+    for (const r of s.rewrites.slice(0, 500)) {
+      const made = r.created.length ? r.created.map((c) => nodeLink(c, k)).join(", ") : "nothing";
+      const from = r.matched.map((m) => nodeLink(m, k - 1)).join(", ") || esc(r.text[0].join(", "));
+      h += `<tr><td>${(r.seconds * 1000).toFixed(2)} ms</td><td><b>${esc(r.pattern)}</b> <code>${esc(r.at)}</code><br>${from} → ${made}</td></tr>`;
+    }
+    h += "</table>" + (s.rewrites.length > 500 ? `<p>and ${s.rewrites.length - 500} more</p>` : "");
+  }
+  $("panel").innerHTML = h;
+}
 function firstChange() {
   const rep = repMap();
   for (const [sid] of stepMap(current)) { const st = status(sid); if (st === "added" || st === "rewritten") return rep.get(sid); }
@@ -685,7 +706,7 @@ $("fit").addEventListener("click", () => fit(false));
 })();
 window.irviz = {
   metrics, get current() { return current; }, get base() { return base; }, steps: steps.length,
-  showStep, search, focus: focusNode, select, toggle, exportSvg, fit,
+  showStep, search, focus: focusNode, select, toggle, exportSvg, fit, panelForStep,
   expanded: () => [...expanded], groups: () => [...groups.keys()],
   visibleCount: () => document.querySelectorAll("#nodes .node").length,
   expandAll: async () => { for (const k of groups.keys()) expanded.add(k); await relayout(); },

@@ -89,7 +89,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     pm.instruments.append(progress)
     model = _load(args.input)
     recorder = None
-    if args.viz and pm.pipeline.passes:
+    if args.viz:
         from .irviz import Recorder
 
         recorder = Recorder(model)
@@ -97,17 +97,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     verify_model(model)
     before = len(model.graph)
     ctx = PassContext(rewrite_log=[] if args.debug_rewrites else None)
-    if pm.pipeline.passes:
-        try:
+    try:
+        if pm.pipeline.passes:
             pm.run(model, ctx)
-        finally:
-            progress.close()
-            if args.debug_rewrites:
-                _print_rewrites(ctx.rewrite_log)
-            if recorder is not None:  # a failed run's timeline too: up to the pass that failed
-                from .irviz import write_report
+    finally:
+        progress.close()
+        if args.debug_rewrites and pm.pipeline.passes:
+            _print_rewrites(ctx.rewrite_log)
+        if recorder is not None:  # a failed run's timeline too: up to the pass that failed
+            from .irviz import write_report
 
-                write_report(recorder, args.viz, title=os.path.basename(args.input))
+            write_report(recorder, args.viz, title=os.path.basename(args.input))
+    if pm.pipeline.passes:
         verify_model(model)
     save(model, args.output)
     spelled = (args.pipeline or f"-O{args.level or 0}") + (f" --target {args.target}" if args.target else "")

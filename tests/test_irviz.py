@@ -344,6 +344,16 @@ def test_optimize_viz_writes_the_timeline_of_the_run(tmp_path):
     data = json.loads(re.search(r"const IRVIZ_DATA = (.*);\n", page).group(1).replace("<\\/", "</"))
     assert data["steps"][0]["title"] == "input" and len(data["steps"]) > 2
     assert data["steps"][-1]["nodes"] == len(irforge.load(str(tmp_path / "o.onnx")).graph)
+    done = subprocess.run([sys.executable, "-m", "irforge.cli", "optimize", SMALL_CNN, "-o", str(tmp_path / "o.onnx"),
+                           "--viz", str(tmp_path / "zero.html")], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr  # -O0: no pass, the loaded model as the one step
+    assert '"title":"input"' in (tmp_path / "zero.html").read_text(encoding="utf-8")
+
+
+def test_a_recorder_is_not_given_a_pipeline_again():
+    recorder = irviz.record(irforge.load(SMALL_CNN), "dce")
+    with pytest.raises(irforge.IrforgeError, match="a Recorder holds the run it recorded"):
+        irviz.report(recorder, "-O2")
 
 
 def test_irforge_run_node_errors_is_an_overlay_irviz_reads(tmp_path):

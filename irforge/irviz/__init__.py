@@ -70,6 +70,8 @@ def report(
 ) -> dict:
     """The page's data for ``model`` (after ``pipeline``, step by step) or for a finished
     :class:`Recorder`; ``overlays`` are JSON files or already-read JSON objects."""
+    if isinstance(model, Recorder) and (pipeline or target):
+        raise IrforgeError("irviz: a Recorder holds the run it recorded; give a pipeline or a target with a model")
     recorder = model if isinstance(model, Recorder) else record(model, pipeline, target=target)
     data = report_data(recorder, title)
     for overlay in overlays:

@@ -110,6 +110,14 @@ def test_a_bert_o2_timeline_marks_added_and_removed_nodes(browser, bert_timeline
     assert _ids(browser, "#nodes .node.removed") == set(diff["removed"])
     assert diff["added"] and diff["removed"]
     screenshot(browser, "irviz-bert-timeline.png")
+    # the layout is stable: every box drawn in both the first and the last step is in the same place
+    both, moved = browser.execute_script("""
+        const at = (k) => { irviz.showStep(k, -1); return Object.fromEntries([...document.querySelectorAll(
+            '#nodes .node')].map((e) => [e.getAttribute('data-id'), e.getAttribute('transform')])); };
+        const first = at(0), last = at(arguments[0]);
+        const both = Object.keys(first).filter((key) => key in last);
+        return [both.length, both.filter((key) => first[key] !== last[key])];""", len(data["steps"]) - 1)
+    assert both > 30 and moved == []
     assert not console_errors(browser)
 
 

@@ -230,16 +230,17 @@ function requestLayout() {
     edges: [...edgeSets.get(key)].map((e) => e.split("\u0001")),
   })) };
   const started = performance.now();
+  const slow = setTimeout(() => showProgress(`laying out ${open.length} group${open.length === 1 ? "" : "s"}…`), 150);
   return new Promise((resolve) => {
     pending.set(request.id, (msg) => {
       metrics.lastLayout = performance.now() - started; metrics.layouts++;
+      clearTimeout(slow);
       showProgress("");
       resolve(place(msg));
     });
     if (worker) worker.postMessage(request);
     else if (inlineLayout) answer(inlineLayout(request, null));
     else setTimeout(() => (inlineLayout ? answer(inlineLayout(request, null)) : worker && worker.postMessage(request)), 50);
-    if (open.length > 8) showProgress("laying out…");
   });
 }
 function place(msg) {

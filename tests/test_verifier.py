@@ -81,3 +81,65 @@ def test_unnamed_values_are_not_duplicates():
         n.outputs[0].name = None
     g.set_outputs(g.nodes[-1].outputs)
     assert [p for p in verify(g, raise_on_error=False) if "twice" in p.message] == []
+
+
+def _tensor_model(tensor, as_constant=False):
+    import onnx
+    from onnx import helper
+
+    import irforge
+
+    if as_constant:
+        nodes = [helper.make_node("Constant", [], ["y"], value=tensor, name="const")]
+        inits = []
+    else:
+        nodes, inits = [helper.make_node("Identity", ["w"], ["y"], name="id")], [tensor]
+    out = helper.make_tensor_value_info("y", tensor.data_type, None)
+    proto = helper.make_model(helper.make_graph(nodes, "g", [], [out], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])  # fmt: skip
+    return irforge.from_onnx(onnx.load_from_string(proto.SerializeToString()))
+
+
+def test_payloads_must_fit_their_dtype_and_shape_without_being_decoded():
+    from onnx import TensorProto
+
+    from irforge.core_ir import verify_model
+
+    def problems(tensor, as_constant=False):
+        return [str(p) for p in verify_model(_tensor_model(tensor, as_constant), raise_on_error=False)]
+
+    assert problems(TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2], raw_data=b"\0" * 8)) == []
+    assert problems(TensorProto(name="w", data_type=TensorProto.INT4, dims=[3], int32_data=[1, 2])) == []
+    assert problems(TensorProto(name="w", data_type=TensorProto.COMPLEX64, dims=[1], float_data=[1, 2])) == []
+    assert problems(TensorProto(name="w", data_type=TensorProto.STRING, dims=[2], string_data=[b"a", b"b"])) == []
+    short = problems(TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1000], raw_data=b"\0" * 4))
+    assert short and "initializer %w has 4 bytes of raw_data, but a FLOAT[1000] tensor needs 4000" in short[0]
+    packed = problems(TensorProto(name="w", data_type=TensorProto.INT64, dims=[4], int64_data=[1, 2**40, 3]))
+    assert "has 3 entries in int64_data, but a INT64[4] tensor needs 4" in packed[0]
+    constant = problems(TensorProto(name="v", data_type=TensorProto.FLOAT, dims=[-1]), as_constant=True)
+    assert "tensor attribute 'value' has a negative dim -1" in constant[0] and 'Constant "const"' in constant[0]
+    huge = problems(TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2**32, 2**32]))
+    assert "overflow int64" in huge[0]
+    assert problems(TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[0])) == []
+
+
+def test_functions_that_call_themselves_through_others_are_named_in_order():
+    from irforge.core_ir import Function, Graph, Model, Node, Value, verify_model
+
+    def function(name, callee):
+        x = Value("x")
+        g = Graph([x], [], name=name)
+        call = Node(callee, [x], domain="local")
+        g.append(call)
+        g.set_outputs([call.output])
+        return Function("local", name, g)
+
+    fns = [function("A", "B"), function("B", "C"), function("C", "A"), function("D", "A")]
+    x = Value("x")
+    main = Graph([x], [], name="main")
+    main.append(Node("D", [x], domain="local"))
+    main.set_outputs([next(iter(main)).output])
+    model = Model(main, opset_imports={"": 17, "local": 1}, functions={f.key: f for f in fns})
+    problems = [p for p in verify_model(model, raise_on_error=False) if p.rule == "function"]
+    assert [p.message for p in problems] == [  # one problem for the cycle; D only calls into it
+        "function local::A calls itself: local::A -> local::B -> local::C -> local::A; no runtime can expand it"]

@@ -27,6 +27,9 @@ _LIST_ATTRS = {
 }  # fmt: skip
 
 
+MAX_NESTING = 64
+
+
 class _Scope:
     """Names visible in one graph body, with forward references waiting for a definition."""
 
@@ -72,6 +75,7 @@ class Parser:
         self._types: dict[tuple, TensorType] = {}
         self._tokens = self._lexer.tokens
         self.tok: Token = next(self._tokens)
+        self._depth = 0
 
     # -- token helpers ---------------------------------------------------------------------
     def advance(self) -> None:
@@ -191,8 +195,20 @@ class Parser:
     def graph(self, parent: _Scope | None) -> Graph:
         self.expect("graph")
         name = self.name_of(self.expect_kind("symbol", "a graph name '@name'"))
-        g, _ = self.graph_rest(parent, name)
+        self._enter("graphs (If/Loop/Scan bodies)")
+        try:
+            g, _ = self.graph_rest(parent, name)
+        finally:
+            self._depth -= 1
         return g
+
+    def _enter(self, what: str) -> None:
+        """Nesting past :data:`MAX_NESTING` is refused with the limit named: the IR's walks recurse,
+        and an ONNX file cannot nest that deep anyway (protobuf decodes 100 message levels)."""
+        self._depth += 1
+        if self._depth > MAX_NESTING:
+            raise self.error(f"{what} nest more than {MAX_NESTING} deep; irforge reads up to {MAX_NESTING} levels "
+                             "(an ONNX file holds at most about 33: protobuf decodes 100 message levels)")
 
     def graph_rest(self, parent: _Scope | None, name: str) -> tuple[Graph, dict]:
         scope = _Scope(parent)
@@ -502,7 +518,11 @@ class Parser:
                 dt = self.dtype()
                 ty = SparseTensorType(dt, self.shape())
             else:
-                elem = self.type_()
+                self._enter("types")
+                try:
+                    elem = self.type_()
+                finally:
+                    self._depth -= 1
                 ty = SequenceType(elem) if t.text == "seq" else OptionalType(elem)
             self.expect(">")
             return ty

@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import stat
 import sys
 from functools import cached_property
 from typing import Protocol, runtime_checkable
@@ -286,10 +287,18 @@ def resolve_external_path(base_dir: str, location: str, owner: str = "tensor") -
             f"{owner}: external data location {location!r} resolves to {path}, outside the "
             f"model's folder {base} (a symbolic link points out of it)"
         )
-    if not os.path.isfile(path):
+    try:
+        info = os.stat(path)
+    except OSError:
         raise ExternalDataError(
             f"{owner}: external data file {location!r} not found in {base}; copy it next to the model"
-        )
+        ) from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the reader forever; a device never ends
+        raise ExternalDataError(f"{owner}: external data {location!r} is not a regular file (a FIFO, device or "
+                                "socket); external data must be a plain file in the model's folder")  # fmt: skip
+    if info.st_nlink > 1:
+        raise ExternalDataError(f"{owner}: external data file {location!r} has {info.st_nlink} hard links, so "
+                                "it may be a file from outside the model's folder; copy the data, do not link it")
     return path
 
 

@@ -19,6 +19,7 @@ from .gcpause import paused_gc
 from .graph import Graph
 from .model import Model
 from .node import Node
+from .payload_check import payload_problem
 from .types import TensorType
 from .value import Value
 
@@ -132,6 +133,10 @@ class _Verifier:
         for v in g._initializers.values():
             if v.const_value is None:
                 self.add("initializer", "initializer has no payload", value=v)
+            else:
+                problem = payload_problem(v.const_value)
+                if problem is not None:
+                    self.add("initializer", f"initializer %{v.name} {problem}", value=v)
         for n in g:
             schema = schemas.get(n.op_type if not n.domain else (n.op_type, n.domain), _MISSING)
             if schema is _MISSING:
@@ -184,6 +189,10 @@ class _Verifier:
                 for a in n._attrs.values():
                     for sub in a.graphs:
                         self.graph(sub, (defined, *outer), f"subgraph {a.name}")
+                    if a.kind == AttrKind.TENSOR and a.value is not None:
+                        problem = payload_problem(a.value)
+                        if problem is not None:
+                            self.add("attribute", f"tensor attribute {a.name!r} {problem}", n)
             for j, o in enumerate(outs):
                 if o is None:
                     continue
@@ -358,7 +367,7 @@ def verify_model(model: Model, *, raise_on_error: bool = True) -> list[Problem]:
 
     kernels = set(registered_kernels())
     functions = {(d, n) for d, n, _ in model.functions}
-    problems = []
+    problems = _recursive_functions(model)
     problems += _collect(model.graph, model.opset_imports, functions, kernels, "model")
     for fn in model.functions.values():
         opsets = fn.opset_imports or model.opset_imports
@@ -367,4 +376,35 @@ def verify_model(model: Model, *, raise_on_error: bool = True) -> list[Problem]:
             problems.append(p)
     if problems and raise_on_error:
         raise VerificationError(problems, f"model {model.graph.name!r}")
+    return problems
+
+
+def _recursive_functions(model: Model) -> list[Problem]:
+    """A function that calls itself, directly or through others, has no finite expansion: no
+    runtime accepts it.  One problem per cycle, naming its functions in call order."""
+    key = {(fn.domain, fn.name, fn.overload): fn for fn in model.functions.values()}
+    calls: dict[tuple, list[tuple]] = {}
+    for k, fn in key.items():
+        calls[k] = sorted({(n.domain, n.op_type, n.overload) for n in fn.graph.all_nodes()
+                           if (n.domain, n.op_type, n.overload) in key})  # fmt: skip
+    problems, state = [], dict.fromkeys(key, 0)  # 0 unseen, 1 on the current path, 2 done
+    for root in key:
+        if state[root]:
+            continue
+        path, stack = [root], [iter(calls[root])]
+        state[root] = 1
+        while stack:  # iterative: a chain of a thousand functions is no RecursionError
+            callee = next(stack[-1], None)
+            if callee is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state[callee] == 1:
+                cycle = [*path[path.index(callee):], callee]
+                names = " -> ".join(f"{d}::{n}" + (f"@{o}" if o else "") for d, n, o in cycle)
+                problems.append(Problem("function", f"function {names.split(' -> ')[0]} calls itself: {names}; "
+                                        "no runtime can expand it", None, None))  # fmt: skip
+            elif state[callee] == 0:
+                state[callee] = 1
+                path.append(callee)
+                stack.append(iter(calls[callee]))
     return problems

@@ -66,7 +66,7 @@ def from_bytes(data: bytes, base_dir: str | None, source: str = "<bytes>", *, up
 
     try:
         model = model_from_bytes(data, base_dir, source, check)
-    except WireError as e:
+    except (WireError, DecodeError) as e:
         raise _not_onnx(source, e) from None
     if _needs_upgrade(model, upgrade) and not upgrade_in_ir(model, MIN_OPSET):
         proto = _parse(data, source)  # a step the IR upgrade does not take: ONNX's converter does all
@@ -80,6 +80,10 @@ def _needs_upgrade(model: Model, upgrade: bool) -> bool:
 
 
 def _not_onnx(source: str, e: Exception) -> LoadError:
+    if "MaxDepth" in str(e):
+        return LoadError(f"{source}: messages nest deeper than protobuf's decoding limit of 100 levels (each "
+                         "If/Loop/Scan body takes three: its attribute, graph and node); the model cannot be "
+                         "read by onnx or onnxruntime either")  # fmt: skip
     return LoadError(f"{source}: not a valid ONNX model (protobuf decoding failed: {e}); "
                      "the file may be truncated or not an ONNX file")  # fmt: skip
 

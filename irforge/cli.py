@@ -84,7 +84,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     text = with_target(args.pipeline or f"O{args.level or 0}", args.target)
     pm = PassManager.parse(text, instruments=instruments, keep_going=args.keep_going,
-                           reproducer_dir=args.reproducer_dir, paranoid_rollback=args.paranoid_rollback)  # fmt: skip
+                           reproducer_dir=args.reproducer_dir, paranoid_rollback=args.paranoid_rollback,
+                           pass_timeout=args.pass_timeout)  # fmt: skip
     progress = ins.Progress(len(pm.pipeline.passes))
     pm.instruments.append(progress)
     model = _load(args.input)
@@ -242,6 +243,8 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.add_argument("--viz", metavar="REPORT.html",
                     help="also write irviz's timeline of the run: a step per pass that changed the model")  # fmt: skip
     op.add_argument("--keep-going", action="store_true", help="roll back a failing pass, warn, and go on")
+    op.add_argument("--pass-timeout", type=float, metavar="SECONDS",
+                    help="stop (and roll back) a pass that runs longer than this")  # fmt: skip
     op.add_argument("--reproducer-dir", metavar="DIR", help="on a pass failure, write the IR it got here")
     op.add_argument("--paranoid-rollback", action="store_true",
                     help="also copy the model before each pass and check every rollback against the copy")  # fmt: skip

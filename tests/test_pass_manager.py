@@ -3,6 +3,7 @@ dishonest changed=False is caught, instruments run, and the crash reproducer rep
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -53,10 +54,23 @@ class Liar(Pass):
         return PassResult(False)
 
 
+@dataclass(frozen=True)
+class Hang(Pass):
+    """Edits the graph, then never returns: what a pass timeout is for."""
+
+    name = "hang"
+    summary = "test: loops forever"
+
+    def run(self, graph, ctx):
+        next(iter(graph)).op_type = "Relu"
+        while True:
+            pass
+
+
 class _TestPlugin:
     @hookimpl
     def irforge_register_passes(self):
-        return [HalfThenRaise, BreakSSA, Liar]
+        return [HalfThenRaise, BreakSSA, Liar, Hang]
 
 
 REG = build_registry(discover=False, plugins=[_TestPlugin()])
@@ -233,3 +247,32 @@ def test_progress_shows_on_a_terminal_only(tty):
         assert "irforge: step 2/2 · slow · " in stream.text and stream.text.endswith("\r\033[K")
     else:
         assert stream.text == ""
+
+
+def test_a_pass_that_hangs_is_stopped_rolled_back_and_named():
+    import time
+
+    from irforge.passes import PassTimeoutError
+
+    model = _model()
+    started = time.perf_counter()
+    with pytest.raises(PassFailedError, match=r"pass 'hang' \(from .*_TestPlugin.*\) failed: PassTimeoutError") as e:
+        _manager("dce,hang,topological-sort", pass_timeout=0.3).run(model)
+    assert time.perf_counter() - started < 10
+    assert isinstance(e.value.__cause__, PassTimeoutError)
+    assert [n.op_type for n in model.graph] == ["Neg", "Abs"]  # the edit before the loop is undone
+    with pytest.warns(PassSkippedWarning, match="ran past the pass timeout of 0.3 s"):
+        _manager("hang,topological-sort", pass_timeout=0.3, keep_going=True).run(model)
+    proc = _cli_with_test_passes("optimize", str(_write_example(model)), "-o", os.devnull, "--pipeline", "hang,dce",
+                                 "--pass-timeout", "0.5", "--keep-going")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "irforge: warning: pass 'hang'" in proc.stderr and "ran past the pass timeout" in proc.stderr
+
+
+def _write_example(model) -> str:
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(), "m.irf")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(print_model(model))
+    return path

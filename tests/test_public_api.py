@@ -46,8 +46,8 @@ CORE_IR = {
 PASSES = {
     "ChangedCheck", "DishonestPassError", "Fixpoint", "Instrument", "Match", "OscillationWarning",
     "Pass", "PassContext", "PassError", "PassFailedError", "PassManager", "PassResult",
-    "PassSkippedWarning", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics", "Timing",
-    "VerifyEach", "pattern", "run_patterns",
+    "PassSkippedWarning", "PassTimeoutError", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics",
+    "Timing", "VerifyEach", "pattern", "run_patterns",
 }  # fmt: skip
 
 PLUGINS = {

@@ -13,12 +13,12 @@ A pattern pass is a :class:`Pass` whose ``run`` calls :func:`run_patterns` with 
 from ..core_ir.pattern import Match, Pattern, PatternBuilder, pattern
 from .base import Pass, PassContext, PassError, PassResult, run_patterns
 from .instrumentation import ChangedCheck, DishonestPassError, Instrument, PrintIR, Statistics, Timing, VerifyEach
-from .manager import OscillationWarning, PassFailedError, PassManager, PassSkippedWarning
+from .manager import OscillationWarning, PassFailedError, PassManager, PassSkippedWarning, PassTimeoutError
 from .pipeline import Fixpoint, Pipeline
 
 __all__ = [
     "ChangedCheck", "DishonestPassError", "Fixpoint", "Instrument", "Match", "OscillationWarning",
     "Pass", "PassContext", "PassError", "PassFailedError", "PassManager", "PassResult",
-    "PassSkippedWarning", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics", "Timing",
-    "VerifyEach", "pattern", "run_patterns",
+    "PassSkippedWarning", "PassTimeoutError", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics",
+    "Timing", "VerifyEach", "pattern", "run_patterns",
 ]  # fmt: skip

@@ -6,8 +6,11 @@ from __future__ import annotations
 import gc
 import os
 import re
+import signal
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..core_ir.clone import clone_model
@@ -30,6 +33,10 @@ class PassFailedError(IrforgeError):
     """A pass raised or left a graph that fails verification; the model was rolled back."""
 
 
+class PassTimeoutError(IrforgeError):
+    """A pass ran past the manager's ``pass_timeout`` (it was stopped and rolled back)."""
+
+
 class PassSkippedWarning(UserWarning):
     """With ``keep_going``, a failed pass was rolled back and the pipeline went on."""
 
@@ -42,7 +49,10 @@ class PassManager:
     ``transactional`` runs each pass under an undo journal (:mod:`irforge.core_ir.journal`), so a
     pass that fails is rolled back at a cost proportional to what it changed; with
     ``paranoid_rollback`` the model is also copied before each pass and every rollback is
-    compared with the copy (a debugging aid: it costs a copy per pass).
+    compared with the copy (a debugging aid: it costs a copy per pass); ``pass_timeout`` (seconds)
+    stops a pass that runs longer, as if it had raised (a timer signal: on the main thread of a
+    POSIX process, and only between Python bytecodes, so a pass stuck inside one C call is
+    stopped when that call returns).
     """
 
     def __init__(
@@ -55,6 +65,7 @@ class PassManager:
         keep_going: bool = False,
         reproducer_dir: str | None = None,
         paranoid_rollback: bool = False,
+        pass_timeout: float | None = None,
     ):
         self.pipeline = pipeline
         self.instruments = list(instruments)
@@ -63,6 +74,7 @@ class PassManager:
         self.keep_going = keep_going
         self.reproducer_dir = reproducer_dir
         self.paranoid_rollback = paranoid_rollback
+        self.pass_timeout = pass_timeout
 
     @classmethod
     def parse(
@@ -182,7 +194,8 @@ class PassManager:
                 try:
                     for inst in self.instruments:
                         inst.before_pass(p, model, ctx)
-                    result = self._pass(p, model, ctx)
+                    with _deadline(self.pass_timeout, p.name):
+                        result = self._pass(p, model, ctx)
                     for inst in self.instruments:
                         inst.after_pass(p, model, ctx, result)
                 except BaseException:
@@ -246,3 +259,27 @@ def _model_header(model: Model) -> dict:
 
 def _restore_header(model: Model, header: dict) -> None:
     vars(model).update(header)
+
+
+@contextmanager
+def _deadline(seconds: float | None, name: str):
+    """Raise :class:`PassTimeoutError` in the pass when ``seconds`` pass (SIGALRM)."""
+    if not seconds:
+        yield
+        return
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        warnings.warn("pass_timeout needs the main thread of a POSIX process; passes run without a time limit",
+                      stacklevel=3)  # fmt: skip
+        yield
+        return
+
+    def expire(signum, frame):
+        raise PassTimeoutError(f"pass {name!r} ran past the pass timeout of {seconds:g} s and was stopped")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from sys import intern
@@ -711,8 +712,12 @@ def parse(text: str | Iterable[str], source: str = "<text>") -> Graph | Model:
 
     Raises :class:`~irforge.core_ir.errors.ParseError` with line and column on bad text.
     """
+    parser = Parser(text, source)
     with paused_gc():
-        return Parser(text, source).parse_top()
+        try:
+            return parser.parse_top()
+        except json.JSONDecodeError as e:  # a quoted literal the lexer took but JSON cannot read
+            raise parser.error(f"a malformed string literal ({e.msg})") from None
 
 
 def parse_graph(text: str | Iterable[str], source: str = "<text>") -> Graph:

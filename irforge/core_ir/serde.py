@@ -40,7 +40,13 @@ _EAGER_ELEMENTS = 16
 
 def _dtype(number: int) -> DataType:
     d = _DTYPES.get(number)
-    return d if d is not None else DataType(number)
+    if d is None:
+        try:
+            d = DataType(number)
+        except ValueError:
+            raise LoadError(f"data type {number} is not one ONNX defines; the file is damaged, or written by a "
+                            "newer onnx than the one installed") from None  # fmt: skip
+    return d
 
 # ----------------------------------------------------------------------------------------------
 # proto -> IR
@@ -56,7 +62,7 @@ def type_from_proto(tp: onnx.TypeProto) -> Type | None:
         return TensorType(_dtype(t.elem_type), _shape(t) if t.HasField("shape") else None)
     if which == "sparse_tensor_type":
         t = tp.sparse_tensor_type
-        return SparseTensorType(DataType(t.elem_type), _shape(t) if t.HasField("shape") else None)
+        return SparseTensorType(_dtype(t.elem_type), _shape(t) if t.HasField("shape") else None)
     if which == "sequence_type":
         return SequenceType(type_from_proto(tp.sequence_type.elem_type))
     if which == "optional_type":
@@ -107,7 +113,7 @@ class Deserializer:
             except ValueError:
                 raise LoadError(f"{self.source}: {owner} has a malformed external data offset/length") from None
             try:
-                dtype = DataType(tp.data_type)
+                dtype = _dtype(tp.data_type)
             except ValueError:
                 raise LoadError(f"{self.source}: {owner} has unknown element type {tp.data_type}") from None
             return ExternalTensor(self.base_dir, info["location"], offset, length, dtype,
@@ -455,7 +461,7 @@ def tensor_to_proto(t: TensorData, name: str, out: onnx.TensorProto) -> None:
         return
     out.CopyFrom(onnx.numpy_helper.from_array(np.asarray(array, order="C"), name))
     if out.data_type != t.dtype:
-        raise ExportError(f"tensor {name!r}: numpy dtype {array.dtype} does not encode {DataType(t.dtype).name}")
+        raise ExportError(f"tensor {name!r}: numpy dtype {array.dtype} does not encode {_dtype(t.dtype).name}")
 
 
 class Serializer:

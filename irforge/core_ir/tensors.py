@@ -20,7 +20,7 @@ import onnx
 import onnx.numpy_helper
 
 from .dtypes import DataType, bit_width, from_numpy, to_numpy
-from .errors import ExternalDataError
+from .errors import ExternalDataError, LoadError
 
 
 @runtime_checkable
@@ -178,14 +178,24 @@ class ProtoTensor:
     def peek(self) -> np.ndarray:
         """The values without keeping them decoded: one-pass readers (the printer) of a million
         small tensors would otherwise double the model's memory."""
-        return self._array if self._array is not None else _decode(self.proto, self.dtype, self.shape)
+        return self._array if self._array is not None else self._decoded()
 
     def numpy(self) -> np.ndarray:
         if self._array is None:
-            array = _decode(self.proto, self.dtype, self.shape)
+            array = self._decoded()
             array.flags.writeable = False
             self._array = array
         return self._array
+
+    def _decoded(self) -> np.ndarray:
+        try:
+            return _decode(self.proto, self.dtype, self.shape)
+        except (ValueError, TypeError) as e:  # data that does not fit its shape: say which, and how
+            from .payload_check import payload_problem
+
+            name = self.proto.name or "a constant"
+            problem = payload_problem(self) or f"does not decode ({e})"
+            raise LoadError(f"tensor {name!r} {problem}; `irforge verify` lists every such constant") from None
 
     def __repr__(self) -> str:
         return f"ProtoTensor({self.dtype.name}, {self.shape})"

@@ -68,10 +68,55 @@ def from_bytes(data: bytes, base_dir: str | None, source: str = "<bytes>", *, up
         model = model_from_bytes(data, base_dir, source, check)
     except (WireError, DecodeError) as e:
         raise _not_onnx(source, e) from None
+    except (TypeError, AttributeError):  # protobuf hands a string field that is not UTF-8 over as bytes
+        where = _not_utf8(data)
+        if where is None:
+            raise
+        raise LoadError(f"{source}: {where} is not UTF-8 text, as ONNX strings must be; the file is damaged") from None
+    if not _names_are_text(model):
+        raise LoadError(f"{source}: {_not_utf8(data) or 'a name'} is not UTF-8 text, as ONNX strings must be; "
+                        "the file is damaged")  # fmt: skip
     if _needs_upgrade(model, upgrade) and not upgrade_in_ir(model, MIN_OPSET):
         proto = _parse(data, source)  # a step the IR upgrade does not take: ONNX's converter does all
         return model_from_proto(_upgrade(proto, _onnx_opset(proto), source), base_dir, source)
     return model
+
+
+def _names_are_text(model: Model) -> bool:
+    """Every graph, node and value name is a str (one pass; the loader's hot loop stays as it is)."""
+    graphs = [*model.graph.all_graphs(), *(g for fn in model.functions.values() for g in fn.graph.all_graphs())]
+    for g in graphs:
+        if g.name.__class__ is not str:
+            return False
+        for v in g.values():
+            if v.name.__class__ is not str:
+                return False
+        for n in g:
+            if n._name.__class__ is not str or n._doc_string.__class__ is not str:
+                return False
+    return True
+
+
+def _not_utf8(data: bytes) -> str | None:
+    """The path of the first string field that is not UTF-8 (``graph.node[3].name``), found by
+    decoding the whole message: paid only when a load has already gone wrong."""
+    try:
+        root = onnx.ModelProto.FromString(data)
+    except Exception:
+        return None
+    stack = [("model", root)]
+    while stack:
+        path, message = stack.pop()
+        for field, value in message.ListFields():
+            repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == 3
+            items = value if repeated else [value]
+            for i, item in enumerate(items):
+                where = f"{path}.{field.name}" + (f"[{i}]" if repeated else "")
+                if field.type == field.TYPE_STRING and isinstance(item, bytes):
+                    return where
+                if field.type == field.TYPE_MESSAGE:
+                    stack.append((where, item))
+    return None
 
 
 def _needs_upgrade(model: Model, upgrade: bool) -> bool:

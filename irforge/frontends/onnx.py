@@ -94,6 +94,9 @@ def _names_are_text(model: Model) -> bool:
         for n in g:
             if n._name.__class__ is not str or n._doc_string.__class__ is not str:
                 return False
+            for v in n._inputs:  # a name nothing defines is a value of its own
+                if v is not None and v.name.__class__ is not str:
+                    return False
     return True
 
 

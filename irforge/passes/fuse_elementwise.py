@@ -276,7 +276,8 @@ class FuseElementwise(Pass):
         model = ctx.model
         if model is None:
             return PassResult(False)
-        groups = find_groups(graph)
+        # a group nobody reads (dead code) would become a call with no results: dce's business, not ours
+        groups = [g for g in find_groups(graph) if any(_read_outside(o, g) for n in g for o in n.outputs if o)]
         opset = {**ctx.opset_imports(graph)}
         for members in groups:
             _materialize(graph, members, model, opset)
@@ -285,6 +286,10 @@ class FuseElementwise(Pass):
             if any(_out_of_order(graph)):
                 graph.sort()
         return PassResult(bool(groups), {"groups": len(groups), "nodes": sum(len(g) for g in groups)})
+
+
+def _read_outside(value: Value, members: list[Node]) -> bool:
+    return value.is_graph_output() or any(u not in members for u, _ in value.uses())
 
 
 def _out_of_order(graph: Graph):

@@ -88,7 +88,8 @@ def _step(draw, b: _Builder, pool: list[tuple[str, tuple[int, ...]]]) -> tuple[s
         if target == [shape[0], -1] and shape[0] == 0:
             target = [0, int(np.prod(shape[1:]))]
         out = (int(np.prod(shape)),) if len(target) == 1 else (shape[0], int(np.prod(shape[1:])))
-        return b.node("Reshape", [x, b.ints(target)]), out
+        zero = {"allowzero": 1} if 0 in target else {}  # a 0 in the target means "keep that dim" otherwise
+        return b.node("Reshape", [x, b.ints(target)], **zero), out
     if kind == "transpose":
         perm = draw(st.permutations(range(rank)))
         return b.node("Transpose", [x], perm=list(perm)), tuple(shape[p] for p in perm)

@@ -83,16 +83,37 @@ def from_bytes(data: bytes, base_dir: str | None, source: str = "<bytes>", *, up
 
 
 def _names_are_text(model: Model) -> bool:
-    """Every graph, node and value name is a str (one pass; the loader's hot loop stays as it is)."""
-    graphs = [*model.graph.all_graphs(), *(g for fn in model.functions.values() for g in fn.graph.all_graphs())]
-    for g in graphs:
-        if g.name.__class__ is not str:
+    """Every string the IR took from the file is a str: protobuf hands a proto2 string field
+    that is not UTF-8 over as bytes, which would fail far from here (printing, hashing, saving).
+    One pass over names and small fields; the loader's hot loop stays as it is."""
+
+    def text(*items) -> bool:
+        for item in items:
+            if item.__class__ is bytes:
+                return False
+            if item.__class__ is dict and not all(k.__class__ is str and v.__class__ is not bytes
+                                                  for k, v in item.items()):  # fmt: skip
+                return False
+        return True
+
+    if not text(model.producer_name, model.producer_version, model.domain, model.doc_string, model.metadata,
+                dict.fromkeys(model.opset_imports)):  # fmt: skip
+        return False
+    graphs = list(model.graph.all_graphs())
+    for fn in model.functions.values():
+        if not text(fn.domain, fn.name, fn.overload, fn.doc_string, fn.metadata, *fn.attributes):
             return False
-        for v in g.values():
+        graphs += fn.graph.all_graphs()
+    for g in graphs:
+        if not text(g.name, g.doc_string, g.metadata):
+            return False
+        for v in (*g.values(), *g.outputs):
             if v.name.__class__ is not str:
                 return False
         for n in g:
-            if n._name.__class__ is not str or n._doc_string.__class__ is not str:
+            if not text(n._name, n._doc_string, n._overload, n._domain, n._op_type):
+                return False
+            if (n._metadata and not text(n._metadata)) or (n._attrs and not text(dict.fromkeys(n._attrs))):
                 return False
             for v in n._inputs:  # a name nothing defines is a value of its own
                 if v is not None and v.name.__class__ is not str:

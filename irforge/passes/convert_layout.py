@@ -195,22 +195,22 @@ def _binary_check(m: Match) -> bool:
     perms = {_perm(t) for t in transposes}
     if None in perms or len(perms) != 1:
         return m.fail("the operands are not transposed alike")
-    if len(transposes) == 1:
-        c = m.constant("c")
-        if c is None or c.ndim > 4:
-            return m.fail("the other operand is not a constant of rank 4 or less")
+    if "c" in m.values:  # one operand transposed, the other a constant (both may read one Transpose)
+        c, rank = m.constant("c"), len(next(iter(perms)))
+        if c is None or c.ndim > rank:
+            return m.fail(f"the other operand is not a constant of rank {rank} or less")
     return True
 
 
 def _binary_rewrite(b: Builder, m: Match) -> Value:
     root = m.nodes[0]
     transposes = [n for n in m.nodes if n.op_type == "Transpose"]
-    if len(transposes) == 2:
+    if "c" not in m.values:
         inputs = [m["a"], m["b"]]
     else:
-        c = m.constant("c")
-        c4 = c.reshape((1,) * (4 - c.ndim) + c.shape)
-        moved = b.constant(np.ascontiguousarray(c4.transpose(_inverse(_perm(transposes[0])))))
+        c, perm = m.constant("c"), _perm(transposes[0])
+        aligned = c.reshape((1,) * (len(perm) - c.ndim) + c.shape)  # broadcasting's leading 1s, made explicit
+        moved = b.constant(np.ascontiguousarray(aligned.transpose(_inverse(perm))))
         inputs = [m["a"], moved] if root.inputs[1] is m["c"] else [moved, m["a"]]
     return _sunk(b, m, inputs)
 
@@ -237,7 +237,8 @@ def _concat_check(m: Match) -> bool:
 def _concat_rewrite(b: Builder, m: Match) -> Value:
     perm = _perm(m.nodes[1])
     axis = int(m.nodes[0].attr("axis")) % len(perm)
-    return _sunk(b, m, [n.inputs[0] for n in m.nodes[1:]], {"axis": perm[axis]})
+    # by operand, not by matched node: one Transpose may feed several operands (Concat(t, t))
+    return _sunk(b, m, [v.producer().inputs[0] for v in m.nodes[0].inputs], {"axis": perm[axis]})
 
 
 def _flatten_check(m: Match) -> bool:

@@ -8,6 +8,7 @@ import numpy as np
 
 from .dtypes import DataType, bit_width
 from .tensors import ProtoTensor, TensorData
+from .wire import WireError, _varint_tail
 
 INT64_MAX = 2**63 - 1
 
@@ -40,7 +41,10 @@ def payload_problem(t: TensorData) -> str | None:
     n = 1
     for d in t.shape:
         n *= d
-    counts, raw, external = _scan(t.encoded())
+    try:
+        counts, raw, external = _scan(t.encoded())
+    except WireError as e:
+        return f"is not a well-formed TensorProto ({e})"
     if external:
         return None
     if raw is not None:
@@ -111,12 +115,5 @@ def _scan(buf: memoryview) -> tuple[dict[int, int], int | None, bool]:
 
 
 def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while pos < len(buf):
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    return result, pos
+    first = buf[pos]
+    return (first, pos + 1) if first < 0x80 else _varint_tail(buf, pos + 1, len(buf), first)

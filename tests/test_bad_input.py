@@ -216,3 +216,13 @@ def test_onnx_checker_agrees_the_example_is_fine():
     onnx.checker.check_model(EXAMPLE, full_check=True)
     proc = _cli("verify", EXAMPLE)
     assert proc.returncode == 0 and "ok" in proc.stdout
+
+
+@pytest.mark.parametrize("name", [b"relu1", b"probs", b"conv1.w", b"small_cnn"])
+def test_strings_that_are_not_utf8_are_refused_with_the_field_named(tmp_path, name):
+    """protobuf hands a proto2 string field that is not UTF-8 over as bytes; the loader must
+    refuse it there, naming the field, not fail later in the printer or the saver."""
+    damaged = GOOD.replace(name, b"\xff" * len(name))
+    assert damaged != GOOD
+    proc = _cli("print", _write(tmp_path, "bad.onnx", damaged))
+    _assert_clean_failure(proc, "is not UTF-8 text", "model.graph.")

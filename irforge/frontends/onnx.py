@@ -105,18 +105,20 @@ def _names_are_text(model: Model) -> bool:
             return False
         graphs += fn.graph.all_graphs()
     for g in graphs:
-        if not text(g.name, g.doc_string, g.metadata):
+        if not text(g.name, g.doc_string, g.metadata) or any(v.name.__class__ is bytes for v in g.inputs):
             return False
-        for v in (*g.values(), *g.outputs):
-            if v.name.__class__ is not str:
-                return False
-        for n in g:
-            if not text(n._name, n._doc_string, n._overload, n._domain, n._op_type):
+        if any(v.name.__class__ is bytes for v in g.outputs) or any(k.__class__ is bytes for k in g.initializers):
+            return False
+        for n in g:  # op_type and domain were interned on load, which takes str only
+            if n._name.__class__ is bytes or n._doc_string.__class__ is bytes or n._overload.__class__ is bytes:
                 return False
             if (n._metadata and not text(n._metadata)) or (n._attrs and not text(dict.fromkeys(n._attrs))):
                 return False
-            for v in n._inputs:  # a name nothing defines is a value of its own
-                if v is not None and v.name.__class__ is not str:
+            for v in n._inputs:  # outputs are read as inputs, or are graph outputs; a name nothing
+                if v is not None and v.name.__class__ is bytes:  # defines is a value of its own
+                    return False
+            for v in n._outputs:
+                if v is not None and v.name.__class__ is bytes:
                     return False
     return True
 

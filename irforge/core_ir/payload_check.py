@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import DataType, bit_width
-from .tensors import ProtoTensor, TensorData
+from .tensors import NumpyTensor, ProtoTensor, TensorData
 from .wire import WireError, _varint_tail
 
 INT64_MAX = 2**63 - 1
@@ -34,10 +34,21 @@ def shape_problem(shape: tuple[int, ...]) -> str | None:
 
 
 def payload_problem(t: TensorData) -> str | None:
-    """What is wrong with ``t`` (a sentence to put after its name), or None."""
+    """What is wrong with ``t`` (a sentence to put after its name), or None.  An encoded payload
+    never changes, so its verdict is kept: the verifier runs after every pass."""
+    if isinstance(t, ProtoTensor):
+        if t._problem is False:
+            t._problem = _encoded_problem(t)
+        return t._problem
+    if isinstance(t, NumpyTensor):
+        return None  # an array's shape and data agree by construction
+    return shape_problem(tuple(t.shape))  # external files: their length is checked on load
+
+
+def _encoded_problem(t: ProtoTensor) -> str | None:
     problem = shape_problem(tuple(t.shape))
-    if problem is not None or not isinstance(t, ProtoTensor):
-        return problem  # arrays are consistent by construction; external files are checked on load
+    if problem is not None:
+        return problem
     n = 1
     for d in t.shape:
         n *= d

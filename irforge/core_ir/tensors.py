@@ -154,12 +154,13 @@ class ProtoTensor:
     decoded on first use.  Holding bytes rather than a decoded message lets the loader free each
     batch of decoded protos, and lets the exporter write an unchanged tensor back verbatim."""
 
-    __slots__ = ("_array", "_buf", "_start", "_stop", "dtype", "shape")
+    __slots__ = ("_array", "_buf", "_problem", "_start", "_stop", "dtype", "shape")
 
     def __init__(self, buf: bytes, start: int, stop: int, dtype: DataType, shape: tuple[int, ...]):
         self._buf, self._start, self._stop = buf, start, stop
         self.dtype, self.shape = dtype, shape
         self._array: np.ndarray | None = None
+        self._problem: str | bool | None = False  # payload_check's verdict, once found (False: not yet)
 
     @classmethod
     def from_proto(cls, proto: onnx.TensorProto) -> ProtoTensor:

@@ -267,6 +267,9 @@ def test_a_pass_that_hangs_is_stopped_rolled_back_and_named():
                                  "--pass-timeout", "0.5", "--keep-going")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "irforge: warning: pass 'hang'" in proc.stderr and "ran past the pass timeout" in proc.stderr
+    proc = _cli_with_test_passes("optimize", str(_write_example(model)), "-o", os.devnull, "--pass-timeout", "-1")
+    assert proc.returncode == 1 and proc.stderr.strip() == (
+        "irforge: error: pass timeout -1.0 s: give a number of seconds above 0, or none")
 
 
 def _write_example(model) -> str:

@@ -74,6 +74,8 @@ class PassManager:
         self.keep_going = keep_going
         self.reproducer_dir = reproducer_dir
         self.paranoid_rollback = paranoid_rollback
+        if pass_timeout is not None and not pass_timeout > 0:
+            raise IrforgeError(f"pass timeout {pass_timeout} s: give a number of seconds above 0, or none")
         self.pass_timeout = pass_timeout
 
     @classmethod

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .core_ir.clone import clone_model
+from .core_ir.dtypes import TOLERANCES
 from .core_ir.errors import IrforgeError
 from .core_ir.graph import Graph
 from .core_ir.interpreter import interpret
@@ -25,17 +26,6 @@ from .core_ir.parser import parse
 from .core_ir.printer import print_model
 from .core_ir.types import TensorType
 from .core_ir.verifier import verify_model
-
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (2e-2, 1e-2),
-    "float32": (1e-4, 1e-6),
-    "float64": (1e-9, 1e-12),
-    "complex64": (1e-4, 1e-5),
-    "complex128": (1e-9, 1e-12),
-}
-"""dtype name → (rtol, atol) for comparing a result before and after a rewrite; other dtypes
-(integers, bool, strings) must match exactly."""
 
 
 class SemanticsChangedError(IrforgeError, AssertionError):

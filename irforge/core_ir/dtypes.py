@@ -27,6 +27,17 @@ DataType = enum.IntEnum(  # type: ignore[misc]
 )
 DataType.__doc__ = "An ONNX tensor element type (values equal onnx.TensorProto.DataType)."
 
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (2e-2, 1e-2),
+    "float32": (1e-4, 1e-6),
+    "float64": (1e-9, 1e-12),
+    "complex64": (1e-4, 1e-5),
+    "complex128": (1e-9, 1e-12),
+}
+"""dtype name → (rtol, atol) for comparing a result before and after a rewrite; other dtypes
+(integers, bool, strings) must match exactly."""
+
 _SHORT: dict[int, str] = {}
 _BY_SHORT: dict[str, DataType] = {}
 for _dt in DataType:

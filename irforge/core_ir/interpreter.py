@@ -18,7 +18,7 @@ import onnx.helper
 
 from .errors import InterpreterError
 from .graph import Graph
-from .kernels import conv_transpose, gather_elements, grid_sample, max_pool
+from .kernels import batch_normalization, conv_transpose, gather_elements, grid_sample, max_pool
 from .model import Model
 from .node import Node
 from .serde import Serializer, model_to_proto
@@ -53,7 +53,7 @@ def _as_oprun(domain: str, op_type: str, kernel: Kernel):
 
 _STANDARD_FIXES: dict[tuple[str, str], Kernel] = {
     ("", "GatherElements"): gather_elements, ("", "MaxPool"): max_pool, ("", "GridSample"): grid_sample,
-    ("", "ConvTranspose"): conv_transpose,
+    ("", "ConvTranspose"): conv_transpose, ("", "BatchNormalization"): batch_normalization,
 }
 """Standard ops whose ONNX reference kernel fails on valid input, and the kernel used instead."""
 

@@ -181,3 +181,17 @@ def conv_transpose(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
     if b is not None:
         y = y + b.reshape(1, -1, *[1] * (y.ndim - 2))
     return y.astype(x.dtype)
+
+
+def batch_normalization(x, scale, bias, mean, var, *, epsilon=1e-5, momentum=None, training_mode=0, **_):
+    """ONNX's reference BatchNormalization of opsets 9 to 13 normalises with the batch's own
+    statistics whenever ``momentum`` is set, and the schema's default always sets it; inference
+    (the only mode before opset 14) uses the running mean and variance."""
+    from onnx.reference.ops.op_batch_normalization import _batchnorm_test_mode, _batchnorm_training_mode
+
+    if training_mode:
+        y, _, _, running_mean, running_var = _batchnorm_training_mode(
+            x, scale, bias, mean, var, 0.9 if momentum is None else momentum, epsilon
+        )
+        return y, running_mean, running_var
+    return _batchnorm_test_mode(x, scale, bias, mean, var, epsilon=epsilon)

@@ -21,6 +21,7 @@ from .attributes import Attr, AttrKind, SparseTensor
 from .dtypes import DataType, bit_width, is_floating, short_name
 from .graph import Graph
 from .model import Function, Model
+from .node import Node
 from .tensors import TensorData, num_elements, peek
 from .text_lexer import format_ident, format_name, quote
 from .types import format_shape, format_type
@@ -74,23 +75,28 @@ class Printer:
             tail = f" with {extras}" if extras else ""
             w.write(f"{ind}init {self.ref(v)} = {self.tensor(v.const_value)}{tail}\n")
         for n in g:
-            results = ", ".join("_" if o is None else self.decl(o) for o in n.outputs)
-            op = format_ident(n.op_type)
-            if n.domain:
-                op = f"{format_ident(n.domain)}::{op}"
-            if n.overload:
-                op += f"@{format_name(n.overload)}"
-            args = ", ".join(self.ref(v) for v in n.inputs)
-            line = f"{results} = {op}({args})" if n.outputs else f"{op}({args})"
-            if n._attrs:
-                attrs = ", ".join(self.attr(a, ind) for a in n._attrs.values())
-                line += f" <{attrs}>"
-            extras = _dict_text({"name": n.name or None, "doc": n.doc_string or None,
-                                 "metadata": n.metadata or None})  # fmt: skip
-            if extras:
-                line += f" with {extras}"
-            w.write(f"{ind}{line}\n")
+            w.write(f"{ind}{self.node(n, ind)}\n")
         w.write(f"{ind}return {', '.join(self.ref(v) for v in g.outputs)}\n".replace("return \n", "return\n"))
+
+    def node(self, n: Node, ind: str = "", *, metadata: bool = True) -> str:
+        """One node's line (without indent or newline); ``metadata=False`` leaves out its source
+        metadata, for reports that show a few nodes."""
+        results = ", ".join("_" if o is None else self.decl(o) for o in n.outputs)
+        op = format_ident(n.op_type)
+        if n.domain:
+            op = f"{format_ident(n.domain)}::{op}"
+        if n.overload:
+            op += f"@{format_name(n.overload)}"
+        args = ", ".join(self.ref(v) for v in n.inputs)
+        line = f"{results} = {op}({args})" if n.outputs else f"{op}({args})"
+        if n._attrs:
+            attrs = ", ".join(self.attr(a, ind) for a in n._attrs.values())
+            line += f" <{attrs}>"
+        extras = _dict_text({"name": n.name or None, "doc": n.doc_string or None,
+                             "metadata": (n.metadata or None) if metadata else None})  # fmt: skip
+        if extras:
+            line += f" with {extras}"
+        return line
 
     # -- attributes and tensors ------------------------------------------------------------
     def attr(self, a: Attr, ind: str) -> str:

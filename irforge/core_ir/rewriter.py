@@ -12,11 +12,14 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from . import value as _value
 from .builder import Builder, NameGenerator
 from .errors import IRError
 from .graph import Graph
+from .journal import Journal
 from .node import Node
 from .pattern import Pattern, _Trace
+from .rewrite_check import Rejection, RewriteRejected
 from .value import Value
 
 PROVENANCE = "irforge.provenance"
@@ -37,6 +40,8 @@ class RewriteResult:
     records: list[RewriteRecord] = field(default_factory=list)
     near_misses: dict[str, tuple[str, str]] = field(default_factory=dict)
     """With ``debug``: pattern name -> (node, the failed condition of its closest partial match)."""
+    rejected: list[Rejection] = field(default_factory=list)
+    """While a rewrite checker watches: the rewrites it refused (they were undone)."""
 
     @property
     def changed(self) -> bool:
@@ -74,12 +79,16 @@ def apply_patterns(
     work = deque(n for n in graph if (n.op_type, n.domain) in by_root)
     queued = set(work)
     traces: dict[str, tuple[int, str, str]] = {}
+    checking = _value.REPLACE_HOOK is not None
+    refused: set[tuple[str, Node]] = set()
     while work:
         node = work.popleft()
         queued.discard(node)
         if node.graph is not graph:
             continue  # removed by an earlier rewrite
         for p in by_root.get((node.op_type, node.domain), ()):
+            if checking and (p.name, node) in refused:
+                continue
             trace = _Trace() if debug else None
             m = p.match(node, trace)
             if m is None:
@@ -90,7 +99,23 @@ def apply_patterns(
                 warnings.warn(f"pattern rewriting stopped after {cap} rewrites on graph {graph.name!r}; "
                               "some patterns may undo each other", stacklevel=2)  # fmt: skip
                 return result
-            created = _apply(graph, p, m, names)  # type: ignore[arg-type]
+            if checking:
+                # each rewrite in a journal of its own, so that a refused one is undone alone
+                journal = Journal().open()
+                try:
+                    created = _apply(graph, p, m, names)  # type: ignore[arg-type]
+                except RewriteRejected as e:
+                    journal.rollback()
+                    e.rejection.pattern = f"{p.name} ({p.defined_at})"
+                    result.rejected.append(e.rejection)
+                    refused.add((p.name, node))
+                    continue
+                except BaseException:
+                    journal.rollback()
+                    raise
+                journal.commit()
+            else:
+                created = _apply(graph, p, m, names)  # type: ignore[arg-type]
             result.records.append(RewriteRecord(p.name, p.defined_at, tuple(n.describe() for n in m.nodes),
                                                 tuple(n.describe() for n in created),
                                                 time.perf_counter() - start))  # fmt: skip

@@ -6,7 +6,7 @@ touch a use list; everything else goes through them, so use-def chains are right
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from . import journal as _journal
@@ -17,6 +17,11 @@ from .types import Type
 if TYPE_CHECKING:
     from .graph import Graph
     from .node import Node
+
+REPLACE_HOOK: Callable[[Value, Value], None] | None = None
+"""Called as ``hook(old, new)`` before every :meth:`Value.replace_all_uses_with` (a rewrite's
+last step, whatever pass makes it) while a :class:`~irforge.core_ir.rewrite_check.RewriteChecker`
+watches; it may raise to refuse the replacement, before anything has changed."""
 
 
 class Value:
@@ -158,6 +163,8 @@ class Value:
         """
         if new is self:
             return
+        if REPLACE_HOOK is not None:
+            REPLACE_HOOK(self, new)
         for node, i in self.uses():
             node.set_input(i, new)
         if include_graph_outputs and self._output_of:

@@ -43,6 +43,13 @@ def is_fused(node) -> bool:
     return node.domain == DOMAIN and node.op_type in _BODIES
 
 
+def function_for(node, model: Model) -> Function | None:
+    """The function a fused call needs, before the pass that made the call adds it to the model."""
+    if not is_fused(node):
+        return None
+    return fused_function(node.op_type, node.overload, model.opset_imports.get("", 13))
+
+
 def add_fused_functions(model: Model) -> int:
     """Give ``model`` the function of every fused op its graphs call; the number added."""
     opset = model.opset_imports.get("", 13)

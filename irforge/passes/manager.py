@@ -10,7 +10,7 @@ import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from ..core_ir.clone import clone_model
@@ -20,6 +20,7 @@ from ..core_ir.gcpause import paused_gc
 from ..core_ir.journal import Journal
 from ..core_ir.model import Model
 from ..core_ir.printer import print_model
+from ..core_ir.rewrite_check import RewriteChecker, RewriteRejected
 from .base import Pass, PassContext, PassResult
 from .instrumentation import Instrument
 from .pipeline import Element, Fixpoint, Pipeline, str_element
@@ -52,7 +53,9 @@ class PassManager:
     compared with the copy (a debugging aid: it costs a copy per pass); ``pass_timeout`` (seconds)
     stops a pass that runs longer, as if it had raised (a timer signal: on the main thread of a
     POSIX process, and only between Python bytecodes, so a pass stuck inside one C call is
-    stopped when that call returns).
+    stopped when that call returns); ``rewrite_checker`` checks every rewrite as it is made
+    (:mod:`irforge.core_ir.rewrite_check`): a pattern rewrite that changes numbers is undone
+    alone, any other pass that makes one is rolled back whole, and the pipeline goes on.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class PassManager:
         reproducer_dir: str | None = None,
         paranoid_rollback: bool = False,
         pass_timeout: float | None = None,
+        rewrite_checker: RewriteChecker | None = None,
     ):
         self.pipeline = pipeline
         self.instruments = list(instruments)
@@ -77,6 +81,7 @@ class PassManager:
         if pass_timeout is not None and not pass_timeout > 0:
             raise IrforgeError(f"pass timeout {pass_timeout} s: give a number of seconds above 0, or none")
         self.pass_timeout = pass_timeout
+        self.rewrite_checker = rewrite_checker
 
     @classmethod
     def parse(
@@ -196,7 +201,7 @@ class PassManager:
                 try:
                     for inst in self.instruments:
                         inst.before_pass(p, model, ctx)
-                    with _deadline(self.pass_timeout, p.name):
+                    with _deadline(self.pass_timeout, p.name), self._checking(model, p):
                         result = self._pass(p, model, ctx)
                     for inst in self.instruments:
                         inst.after_pass(p, model, ctx, result)
@@ -217,12 +222,23 @@ class PassManager:
                 diff = models_equal(model, copy)
                 if diff is not None:
                     raise PassFailedError(f"{message}\nand the rollback did not restore the model: {diff}") from e
+            if isinstance(e, RewriteRejected):
+                warnings.warn(f"{e}\nthe pass was rolled back and the pipeline goes on", PassSkippedWarning,
+                              stacklevel=2)  # fmt: skip
+                return PassResult(False)
             if self.reproducer_dir:
                 message += "\n" + self._reproducer(p, model, message)
             if self.keep_going:
                 warnings.warn(message + "\nthe pass was rolled back and skipped", PassSkippedWarning, stacklevel=2)
                 return PassResult(False)
             raise PassFailedError(message + "\nthe model is as it was before this pass") from e
+
+    def _checking(self, model: Model, p: Pass):
+        if self.rewrite_checker is None:
+            return nullcontext()
+        from .fused_ops import function_for
+
+        return self.rewrite_checker.watching(model, p.name, function_for)
 
     def _pass(self, p: Pass, model: Model, ctx: PassContext) -> PassResult:
         graphs = list(model.graph.all_graphs()) if p.recurse else [model.graph]

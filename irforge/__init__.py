@@ -71,6 +71,7 @@ def optimize(
     target: str | None = None,
     verify_each: bool = True,
     keep_going: bool = False,
+    validate_rewrites: bool = False,
 ) -> Model:
     """Run ``pipeline`` on ``model`` in place and return it.
 
@@ -80,14 +81,22 @@ def optimize(
     pipeline with that backend's lowering of the fused ops.  Passes come from the built-ins
     and every installed plugin.  A pass that fails is rolled back and raises
     :class:`irforge.passes.PassFailedError` naming it and its plugin (or, with ``keep_going``, is
-    skipped with a warning); the model is then as it was before that pass.
+    skipped with a warning); the model is then as it was before that pass.  With
+    ``validate_rewrites`` (``--validate-rewrites``) every rewrite is run on random, special and
+    extreme values first; one that changes numbers is undone and reported as a
+    :class:`irforge.passes.RewriteRejectedWarning`.
     """
     from .passes import PassManager, VerifyEach
     from .passes.levels import with_target
 
     instruments = [VerifyEach()] if verify_each else []
     text = with_target(pipeline.strip().removeprefix("-"), target)
-    PassManager.parse(text, instruments=instruments, keep_going=keep_going).run(model)
+    checker = None
+    if validate_rewrites:
+        from .passes import RewriteChecker
+
+        checker = RewriteChecker()
+    PassManager.parse(text, instruments=instruments, keep_going=keep_going, rewrite_checker=checker).run(model)
     return model
 
 

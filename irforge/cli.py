@@ -83,9 +83,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .passes.levels import with_target
 
     text = with_target(args.pipeline or f"O{args.level or 0}", args.target)
+    checker = None
+    if args.validate_rewrites:
+        from .core_ir.rewrite_check import RewriteChecker
+
+        checker = RewriteChecker()
     pm = PassManager.parse(text, instruments=instruments, keep_going=args.keep_going,
                            reproducer_dir=args.reproducer_dir, paranoid_rollback=args.paranoid_rollback,
-                           pass_timeout=args.pass_timeout)  # fmt: skip
+                           pass_timeout=args.pass_timeout, rewrite_checker=checker)  # fmt: skip
     progress = ins.Progress(len(pm.pipeline.passes))
     pm.instruments.append(progress)
     model = _load(args.input)
@@ -118,7 +123,36 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(timing.report())
     if args.statistics:
         print(statistics.report())
+    if checker is not None:
+        print(f"validate-rewrites: {checker.summary()}")
+        for rejection in checker.rejections:
+            print(f"rejected: {rejection}")
+        if checker.rejections:
+            print(f"{args.output} was written without the {len(checker.rejections)} rejected rewrites", file=sys.stderr)
+            return 3
     return 0
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from .passes.bisect import bisect
+    from .passes.levels import with_target
+
+    if args.level is not None and args.pipeline:
+        raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
+    text = with_target(args.pipeline or f"O{args.level or 0}", args.target)
+    model = _load(args.model)
+    feeds = None
+    if args.inputs:
+        import numpy as np
+
+        try:
+            with np.load(args.inputs, allow_pickle=False) as data:
+                feeds = {name: data[name] for name in data.files}
+        except (OSError, ValueError) as e:
+            raise IrforgeError(f"{args.inputs}: cannot read the inputs (an .npz of arrays by name): {e}") from None
+    result = bisect(model, text, feeds, seed=args.seed, precision=args.precision)
+    print(result.report())
+    return 3 if result.differs else 0
 
 
 def _print_rewrites(log) -> None:
@@ -248,7 +282,20 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.add_argument("--reproducer-dir", metavar="DIR", help="on a pass failure, write the IR it got here")
     op.add_argument("--paranoid-rollback", action="store_true",
                     help="also copy the model before each pass and check every rollback against the copy")  # fmt: skip
+    op.add_argument("--validate-rewrites", action="store_true",
+                    help="run both sides of every rewrite on random, special and extreme values; undo the ones "
+                         "that change numbers, report them, and exit with status 3")  # fmt: skip
     op.set_defaults(func=cmd_optimize)
+    bi = sub.add_parser("bisect", help="find the first pass, then the first rewrite, after which the outputs differ")
+    bi.add_argument("model", help="an .onnx file or irforge IR text (.irf)")
+    bi.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"], help="optimization level")
+    bi.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. '-O3' or 'fuse-gelu,cse'")
+    bi.add_argument("--target", choices=LOWERING_TARGETS, help="end with this backend's lowering of the fused ops")
+    bi.add_argument("--inputs", metavar="FEEDS.npz", help="the model's inputs by name (default: seeded random values)")
+    bi.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    bi.add_argument("--precision", choices=["float16", "bfloat16", "float32", "float64"],
+                    help="compare outputs with this type's tolerance (e.g. after convert-precision)")  # fmt: skip
+    bi.set_defaults(func=cmd_bisect)
     ps = sub.add_parser("passes", help="list every registered pass with its summary, options and plugin")
     ps.set_defaults(func=cmd_passes)
     pl = sub.add_parser("plugins", help="list the installed plugins, what each registered, and the ones that failed")
@@ -271,11 +318,12 @@ def _one_line_warnings(prog: str) -> None:
         print(f"{prog}: warning: {text}", file=file or sys.stderr)
 
     warnings.showwarning = show
-    from .passes import OscillationWarning, PassSkippedWarning
+    from .passes import OscillationWarning, PassSkippedWarning, RewriteRejectedWarning
     from .plugins import PluginWarning
 
     for category in (PassSkippedWarning, OscillationWarning, PluginWarning):
         warnings.simplefilter("always", category)  # every skipped pass is worth its own line
+    warnings.simplefilter("ignore", RewriteRejectedWarning)  # `optimize --validate-rewrites` prints them whole
 
 
 def _pipeline_values(argv: Sequence[str]) -> list[str]:

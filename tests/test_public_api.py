@@ -44,10 +44,11 @@ CORE_IR = {
 }  # fmt: skip
 
 PASSES = {
-    "ChangedCheck", "DishonestPassError", "Fixpoint", "Instrument", "Match", "OscillationWarning",
+    "BisectResult", "ChangedCheck", "DishonestPassError", "Fixpoint", "Instrument", "Match", "OscillationWarning",
     "Pass", "PassContext", "PassError", "PassFailedError", "PassManager", "PassResult",
-    "PassSkippedWarning", "PassTimeoutError", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Statistics",
-    "Timing", "VerifyEach", "pattern", "run_patterns",
+    "PassSkippedWarning", "PassTimeoutError", "Pattern", "PatternBuilder", "Pipeline", "PrintIR", "Rejection",
+    "RewriteChecker", "RewriteRejected", "RewriteRejectedWarning", "Statistics", "Timing", "VerifyEach", "bisect",
+    "pattern", "run_patterns",
 }  # fmt: skip
 
 PLUGINS = {

@@ -22,6 +22,7 @@ from .kernels import batch_normalization, conv_transpose, gather_elements, grid_
 from .model import Model
 from .node import Node
 from .serde import Serializer, model_to_proto
+from .value import Value
 
 Kernel = Callable[..., Any]
 _KERNELS: dict[tuple[str, str], Kernel] = {}
@@ -124,6 +125,24 @@ class Interpreter:
 
         Graph inputs that are also initializers may be omitted (their payload is the default).
         """
+        env = self._execute(inputs)
+        name = self._serializer.name
+        return [env[name(v)] for v in self.graph.outputs]
+
+    def values(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[Value, Any]:
+        """Every value of the main graph (inputs, initializers, node results) after a run: what
+        bisecting compares a rewrite against."""
+        env = self._execute(inputs)
+        name = self._serializer.name
+        g = self.graph
+        out = {v: env[name(v)] for v in [*g.inputs, *g._initializers.values()] if name(v) in env}
+        for node in g:
+            for v in node.outputs:
+                if v is not None and name(v) in env:
+                    out[v] = env[name(v)]
+        return out
+
+    def _execute(self, inputs: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
         g = self.graph
         name = self._serializer.name
         if not isinstance(inputs, Mapping):
@@ -163,7 +182,7 @@ class Interpreter:
             for v, x in zip(node._outputs, outs, strict=False):
                 if v is not None:
                     env[name(v)] = x
-        return [env[name(v)] for v in g.outputs]
+        return env
 
 
 def _context_dependent(inst: Any) -> bool:

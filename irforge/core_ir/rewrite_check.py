@@ -22,9 +22,10 @@ come from the cut, so it is not blamed on the rewrite.
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,8 @@ class Rejection:
     detail: str
     pattern: str = ""
     """``name (file:line)`` of the pattern that made it, when the pattern driver did."""
+    index: int = 0
+    """Which replacement of the pass it was (from 1)."""
 
     def __str__(self) -> str:
         nothing = ["(nothing: the value is an input of both)"]
@@ -119,6 +122,7 @@ class RewriteChecker:
         self._pending: dict[tuple[str, str, str], Function] = {}
         self._resolve: FunctionSource | None = None
         self._sizes: dict[str, int] = {}
+        self._replacements = 0
         self._rng = np.random.default_rng(seed)
 
     @contextmanager
@@ -130,7 +134,7 @@ class RewriteChecker:
         if _value.REPLACE_HOOK is not None:
             raise IrforgeError("a rewrite checker is already watching; checkers do not nest")
         self._model, self.pass_name, self._resolve = model, pass_name, functions
-        self._pending = {}
+        self._pending, self._replacements = {}, 0
         _value.REPLACE_HOOK = self._on_replace
         try:
             yield self
@@ -148,6 +152,7 @@ class RewriteChecker:
 
     # -- the hook --------------------------------------------------------------------------
     def _on_replace(self, old: Value, new: Value) -> None:
+        self._replacements += 1
         try:
             self._check(old, new)
         except _Unchecked as e:
@@ -155,19 +160,24 @@ class RewriteChecker:
         else:
             self.checked += 1
 
+    def _shared_cones(self, old: Value, new: Value) -> tuple[_Cone, _Cone]:
+        """Both sides, each down to the values the other is computed from too."""
+        ancestors_old = _ancestors(old, 4 * self.cone_limit)
+        ancestors_new = _ancestors(new, 4 * self.cone_limit)
+        if old in ancestors_new:
+            raise _Unchecked("replacements that read the value they replace")
+        # a shared value of unknown shape gets no random data: both sides compute it instead
+        before = self._cone(old, lambda v: v in ancestors_new and _has_shape(v), limit=self.cone_limit)
+        after = self._cone(new, lambda v: v in ancestors_old and _has_shape(v), limit=self.cone_limit)
+        return before, after
+
     def _check(self, old: Value, new: Value) -> None:
         if self.known is not None:
             known = self.known[0]
             before = self._cone(old, lambda v: v in known, limit=None)
             after = self._cone(new, lambda v: v in known, limit=None)
         else:
-            ancestors_old = _ancestors(old, 4 * self.cone_limit)
-            ancestors_new = _ancestors(new, 4 * self.cone_limit)
-            if old in ancestors_new:
-                raise _Unchecked("replacements that read the value they replace")
-            # a shared value of unknown shape gets no random data: both sides compute it instead
-            before = self._cone(old, lambda v: v in ancestors_new and _has_shape(v), limit=self.cone_limit)
-            after = self._cone(new, lambda v: v in ancestors_old and _has_shape(v), limit=self.cone_limit)
+            before, after = self._shared_cones(old, new)
         rtol, atol = _tolerance([*before.nodes, *after.nodes], [*before.leaves, *after.leaves])
         ran = False
         scale: float | None = None  # the magnitude of the first trial's result
@@ -194,24 +204,28 @@ class RewriteChecker:
                 # with extreme inputs, rounding error is relative to them, not to what is left
                 # after they cancel, and results within a millionth of them are overflows
                 magnitude = max([scale, *(_scale(env[v]) for v in env)])
-                difference = _difference(expected, actual, rtol, atol, magnitude, magnitude * 2**-20)
+                found = difference(expected, actual, rtol, atol, magnitude, magnitude * 2**-20)
             else:
-                difference = _difference(expected, actual, rtol, atol, scale)
-            if difference is not None:
+                found = difference(expected, actual, rtol, atol, scale)
+            if found is not None:
                 if before.cut or after.cut:
                     raise _Unchecked(f"replacements whose cones exceed {self.cone_limit} nodes")
-                trial_name = TRIALS[trial] if self.known is None else f"input set {trial}"
-                self._reject(old, new, before, after, f"with {trial_name}, {difference}")
+                trial_name = TRIALS[trial] if self.known is None else "the model's own values"
+                self._reject(old, new, before, after, f"with {trial_name}, {found}")
         if not ran:
             raise _Unchecked("replacements whose original refuses every trial's inputs")
 
     def _reject(self, old: Value, new: Value, before: _Cone, after: _Cone, detail: str) -> None:
+        if self.known is not None:  # show what was matched, not just the values that were known
+            with suppress(_Unchecked):
+                before, after = self._shared_cones(old, new)
         p = Printer()
         inputs = [f"{p.decl(v)}" + (" (constant)" if v.const_value is not None else "")
                   for v in dict.fromkeys([*before.leaves, *after.leaves])]  # fmt: skip
         rejection = Rejection(self.pass_name, old.name or "?", new.name or "?",
                               [p.node(n, metadata=False) for n in before.nodes],
-                              [p.node(n, metadata=False) for n in after.nodes], inputs, detail)  # fmt: skip
+                              [p.node(n, metadata=False) for n in after.nodes], inputs, detail,
+                              index=self._replacements)  # fmt: skip
         self.rejections.append(rejection)
         raise RewriteRejected(rejection)
 
@@ -250,11 +264,14 @@ class RewriteChecker:
     def _run(self, cone: _Cone, env: dict[Value, Any]) -> dict[Value, Any]:
         interp = self._interpreter_for(cone.nodes)
         env = dict(env)
-        for node in cone.nodes:
-            outs = interp.evaluate(node, [None if x is None else env[x] for x in node.inputs])
-            for v, x in zip(node.outputs, outs, strict=False):
-                if v is not None:
-                    env[v] = x
+        # edge values overflow on purpose: numpy's warnings about it are not the user's business
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for node in cone.nodes:
+                outs = interp.evaluate(node, [None if x is None else env[x] for x in node.inputs])
+                for v, x in zip(node.outputs, outs, strict=False):
+                    if v is not None:
+                        env[v] = x
         return env
 
     def _interpreter_for(self, nodes: list[Node]):
@@ -305,6 +322,25 @@ class RewriteChecker:
             else:
                 shape.append(self._sizes.setdefault(str(d), 2 + len(self._sizes) % 3))
         return _random_array(self._rng, np.dtype(to_numpy(t.dtype)), shape, trial), guessed
+
+
+def random_inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random data for each graph input that is not an initializer (symbolic dims take
+    small sizes); an input without a known shape is an error naming it."""
+    rng = np.random.default_rng(seed)
+    sizes: dict[str, int] = {}
+    feeds = {}
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        if not _has_shape(v):
+            raise IrforgeError(f"input %{v.name} has no known type and shape: give the inputs yourself")
+        shape = [d if isinstance(d, int) else sizes.setdefault(str(d), 2 + len(sizes) % 3) for d in v.type.shape]
+        try:
+            feeds[v.name or ""] = _random_array(rng, np.dtype(to_numpy(v.type.dtype)), shape, 0)
+        except _Unchecked:
+            raise IrforgeError(f"input %{v.name}: no random data for its type; give the inputs yourself") from None
+    return feeds
 
 
 def _has_shape(v: Value) -> bool:
@@ -388,14 +424,15 @@ def _scale(x: Any) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-def _difference(
-    expected: Any, actual: Any, rtol: float, atol: float, scale: float, huge: float | None = None
+def difference(
+    expected: Any, actual: Any, rtol: float, atol: float, scale: float | None = None, huge: float | None = None
 ) -> str | None:
     """Why ``actual`` is not ``expected``, or ``None``.
 
     Floats agree when both are NaN, when they are equal, or when they differ by at most
     ``atol + rtol * max(scale, |expected|)``: rounding error is relative to the magnitudes a
-    computation goes through (``scale``: the largest of its random trial), not to each result,
+    computation goes through (``scale``: the largest of its random trial; by default the largest
+    finite magnitude in ``expected``), not to each result,
     which cancellation can make tiny.  Overflowed values (beyond ``huge``, by default a thousandth
     of the type's largest finite value; infinite; NaN) agree with each other: a reassociated sum meets an
     overflow one step sooner or later, or adds ``inf`` to ``-inf`` in another order, without the
@@ -403,6 +440,8 @@ def _difference(
     reverse) is a difference.
     """
     e, a = np.asarray(expected), np.asarray(actual)
+    if scale is None:
+        scale = _scale(e)
     if e.shape != a.shape or e.dtype != a.dtype:
         return f"the replacement gives {a.dtype}{list(a.shape)} where the original gives {e.dtype}{list(e.shape)}"
     if e.dtype.kind in "biuSUO":
@@ -422,9 +461,9 @@ def _difference(
     if not np.any(bad):
         return None
     where = tuple(int(i) for i in np.argwhere(bad)[0])
-    return (f"{int(np.count_nonzero(bad))} of {bad.size} elements differ; at {list(where)} the replacement "
-            f"gives {a[where].item()!r} where the original gives {e[where].item()!r} "
+    return (f"{int(np.count_nonzero(bad))} of {bad.size} elements differ; at {list(where)}: "
+            f"{a[where].item()!r} where {e[where].item()!r} is expected "
             f"(rtol {rtol:g} of {max(scale, abs(float(np.real(e[where])))):.3g}, atol {atol:g})")  # fmt: skip
 
 
-__all__ = ["TRIALS", "Rejection", "RewriteChecker", "RewriteRejected"]
+__all__ = ["TRIALS", "Rejection", "RewriteChecker", "RewriteRejected", "difference", "random_inputs"]

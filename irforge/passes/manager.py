@@ -38,6 +38,11 @@ class PassTimeoutError(IrforgeError):
     """A pass ran past the manager's ``pass_timeout`` (it was stopped and rolled back)."""
 
 
+class RewriteRejectedWarning(UserWarning):
+    """A rewrite checker refused a rewrite that changed numbers; it was undone (a pattern
+    rewrite alone, any other with its whole pass)."""
+
+
 class PassSkippedWarning(UserWarning):
     """With ``keep_going``, a failed pass was rolled back and the pipeline went on."""
 
@@ -192,6 +197,7 @@ class PassManager:
         journal = Journal() if self.transactional else None
         copy = clone_model(model) if self.paranoid_rollback else None
         header = _model_header(model)
+        rejections = len(self.rewrite_checker.rejections) if self.rewrite_checker is not None else 0
         try:
             # The cycle collector would rescan the whole IR again and again while a pass
             # allocates; the garbage of one pass is collected after it instead.
@@ -212,6 +218,7 @@ class PassManager:
                     raise
                 if journal is not None:
                     journal.commit()
+            self._warn_rejections(rejections, "the rewrite was undone")
             return result
         except Exception as e:
             if journal is None:
@@ -223,8 +230,7 @@ class PassManager:
                 if diff is not None:
                     raise PassFailedError(f"{message}\nand the rollback did not restore the model: {diff}") from e
             if isinstance(e, RewriteRejected):
-                warnings.warn(f"{e}\nthe pass was rolled back and the pipeline goes on", PassSkippedWarning,
-                              stacklevel=2)  # fmt: skip
+                self._warn_rejections(rejections, "the pass was rolled back and the pipeline goes on")
                 return PassResult(False)
             if self.reproducer_dir:
                 message += "\n" + self._reproducer(p, model, message)
@@ -232,6 +238,11 @@ class PassManager:
                 warnings.warn(message + "\nthe pass was rolled back and skipped", PassSkippedWarning, stacklevel=2)
                 return PassResult(False)
             raise PassFailedError(message + "\nthe model is as it was before this pass") from e
+
+    def _warn_rejections(self, start: int, outcome: str) -> None:
+        if self.rewrite_checker is not None:
+            for rejection in self.rewrite_checker.rejections[start:]:
+                warnings.warn(f"{rejection}\n{outcome}", RewriteRejectedWarning, stacklevel=4)
 
     def _checking(self, model: Model, p: Pass):
         if self.rewrite_checker is None:

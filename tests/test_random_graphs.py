@@ -74,3 +74,31 @@ def test_random_graphs_keep_their_outputs(pipeline):
             COUNTS["random graphs: rewritten by the pass under test"] += 1
 
     check()
+
+
+@pytest.mark.parametrize("pipeline", ["O3", "O3 --target onnxruntime"])
+def test_every_rewrite_of_the_levels_passes_the_rewrite_checker(pipeline):
+    """``--validate-rewrites`` on random graphs: each rewrite -O3 makes is run on random, special
+    and extreme values, and none may be refused (a refusal is a wrong rewrite, or a false alarm)."""
+    from irforge.passes import RewriteChecker
+
+    @settings(max_examples=COUNT, derandomize=True, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
+    @given(graphs())
+    def check(proto):
+        model = irforge.from_onnx(proto)
+        note(f"graph:\n{print_model(model)}")
+        checker = RewriteChecker()
+        text, _, target = pipeline.partition(" --target ")
+        from irforge.passes.levels import with_target
+
+        pm = PassManager.parse(with_target(text, target or None), REGISTRY.runnable, pipelines=REGISTRY.pipelines,
+                               rewrite_checker=checker)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pm.run(model)
+        assert not checker.rejections, "\n\n".join(map(str, checker.rejections))
+        COUNTS["random graphs: rewrites validated (--validate-rewrites, -O3)"] += checker.checked
+        COUNTS["random graphs: rewrites left unchecked (--validate-rewrites, -O3)"] += sum(checker.unchecked.values())
+
+    check()

@@ -181,12 +181,23 @@ class RewriteChecker:
         rtol, atol = _tolerance([*before.nodes, *after.nodes], [*before.leaves, *after.leaves])
         ran = False
         scale: float | None = None  # the magnitude of the first trial's result
+        leaves = list(dict.fromkeys([*before.leaves, *after.leaves]))
+        context = self._context(leaves) if self.known is None else _Cone()
         for trial in range(len(self.known) if self.known is not None else len(TRIALS)):
             env: dict[Value, Any] = {}
             guessed = False
-            for v in dict.fromkeys([*before.leaves, *after.leaves]):
-                env[v], was_guessed = self._leaf(v, trial)
-                guessed |= was_guessed
+            if context.nodes:  # the shared values computed as the graph computes them, when it can be run
+                for v in context.leaves:
+                    env[v], was_guessed = self._leaf(v, trial)
+                    guessed |= was_guessed
+                try:
+                    env = self._run(context, env)
+                except InterpreterError:
+                    env, guessed = {}, False
+            for v in leaves:
+                if v not in env:
+                    env[v], was_guessed = self._leaf(v, trial)
+                    guessed |= was_guessed
             try:
                 expected = self._run(before, env)[old]
             except InterpreterError:
@@ -228,6 +239,39 @@ class RewriteChecker:
                               index=self._replacements)  # fmt: skip
         self.rejections.append(rejection)
         raise RewriteRejected(rejection)
+
+    def _context(self, leaves: list[Value], depth: int = 3) -> _Cone:
+        """The nodes computing the two sides' shared inputs, ``depth`` producers back: a rewrite
+        may rest on what they are (``Abs(Abs(x)) -> Abs(x)`` needs a non-negative input), which
+        random values alone would not be."""
+        distance: dict[Value, int] = {v: 0 for v in leaves}
+        frontier = list(leaves)
+        for d in range(1, depth + 1):
+            following = []
+            for v in frontier:
+                p = v.producer()
+                if p is None or v.const_value is not None:
+                    continue
+                for x in p.inputs:
+                    if x is not None and x not in distance:
+                        distance[x] = d
+                        following.append(x)
+            frontier = following
+        context = _Cone()
+        seen: set[Node] = set()
+        for v in leaves:
+            def stop(x: Value, leaf: Value = v) -> bool:
+                return x is not leaf and (distance.get(x, depth) >= depth or not _has_shape(x))
+
+            cone = self._cone(v, stop, limit=self.cone_limit)
+            if not all(_has_shape(x) or x.const_value is not None for x in cone.leaves):
+                continue
+            for n in cone.nodes:
+                if n not in seen:
+                    seen.add(n)
+                    context.nodes.append(n)
+            context.leaves.extend(x for x in cone.leaves if x not in context.leaves)
+        return context
 
     # -- cones -----------------------------------------------------------------------------
     def _cone(self, target: Value, stop, limit: int | None) -> _Cone:

@@ -13,7 +13,8 @@ or ``[N]`` rows, irforge's ``Gelu``), is computed on the unflattened tensors: ea
 
 from __future__ import annotations
 
-from ..core_ir.builder import Builder
+from ..core_ir.builder import Builder, NameGenerator
+from ..core_ir.clone import clone_node
 from ..core_ir.graph import Graph
 from ..core_ir.node import Node
 from ..core_ir.pattern import constant_value
@@ -102,8 +103,13 @@ def _restores(node: Node, lead: tuple) -> bool:
 
 
 def unflatten_linear_layers(graph: Graph) -> int:
-    """Compute every flattened row-wise region of ``graph`` on its 3-D tensors; the number done."""
+    """Compute every flattened row-wise region of ``graph`` on its 3-D tensors; the number done.
+
+    The region is computed anew beside the old one, the restoring Reshapes' results are replaced
+    by the new 3-D results (equal values, so each replacement can be checked), and then the old
+    region goes and the new values take its names."""
     done = 0
+    names = NameGenerator(graph)
     for node in list(graph):
         if node.graph is not graph:
             continue
@@ -111,40 +117,46 @@ def unflatten_linear_layers(graph: Graph) -> int:
         if region is None:
             continue
         inner, ends, lead = region
-        x = node.inputs[0]
-        node.outputs[0].replace_all_uses_with(x, include_graph_outputs=False)
-        for n in inner:
-            _lift(graph, n, lead)
+        lifted: dict[Value, Value] = {node.outputs[0]: node.inputs[0]}
+        renamed: list[tuple[Value, str]] = []
+        for n in inner:  # in the order the region was found: producers first
+            old = n.outputs[0]
+            new = _lift(graph, n, lead, lifted, names)
+            lifted[old] = new
+            renamed.append((new, old.name))
         for end in ends:
             out = end.outputs[0]
-            name = out.name
-            out.replace_all_uses_with(end.inputs[0])
-            if end.inputs[0].name != name:
-                end.inputs[0].name, out.name = name, f"{name}__flat"
-            graph.remove(end)
-        graph.remove(node)
+            new = lifted[end.inputs[0]]
+            renamed.append((new, out.name))
+            out.replace_all_uses_with(new)
+        graph.remove([*ends, *reversed(inner), node])
+        for v, name in renamed:
+            if name and v.name != name and not v.is_graph_output():
+                v.name = name
         done += 1
     return done
 
 
-def _lift(graph: Graph, node: Node, lead: tuple) -> None:
-    """``node`` now reads the 3-D tensor: retype its output, and a Gemm becomes MatMul + Add."""
+def _lift(graph: Graph, node: Node, lead: tuple, lifted: dict[Value, Value], names: NameGenerator) -> Value:
+    """``node`` computed on the 3-D tensor (a Gemm as MatMul + Add), placed before it."""
     out = node.outputs[0]
     shape = (*lead, out.type.shape[-1]) if _shape(out) is not None else None
     dtype = out.type.dtype if out.type is not None else None
+    b = Builder(graph, before=node, names=names)
     if node.op_type == "Gemm":
-        b = Builder(graph, before=node)
-        y = b.op.MatMul(node.inputs[0], node.inputs[1])
+        y = b.op.MatMul(lifted[node.inputs[0]], node.inputs[1])
         y.type = TensorType(dtype, shape)
         if len(node.inputs) > 2 and node.inputs[2] is not None:
             y = b.op.Add(y, node.inputs[2])
             y.type = TensorType(dtype, shape)
-        name = out.name
-        out.replace_all_uses_with(y)
-        y.name, out.name = name, f"{name}__gemm"
-        graph.remove(node)
-        return
-    out.type = TensorType(dtype, shape)
+        for n in b.created:
+            n.metadata = dict(node.metadata) if node.metadata else None
+        return y
+    copy = clone_node(node, dict(lifted))
+    y = copy.outputs[0]
+    y.name, y.type = names.fresh(out.name or "v"), TensorType(dtype, shape)
+    graph.insert_before(node, copy)
+    return y
 
 
 __all__ = ["unflatten_linear_layers"]

@@ -279,3 +279,11 @@ def _write_example(model) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(print_model(model))
     return path
+
+
+def test_running_a_bare_graph_is_a_clear_error():
+    from irforge.core_ir import parse_graph
+    from irforge.core_ir.errors import IrforgeError
+
+    with pytest.raises(IrforgeError, match=r"takes a Model, not a Graph: wrap a graph as Model\(graph\)"):
+        PassManager.parse("dce").run(parse_graph("graph @g(%x: f32[1]) {\n  %y = Neg(%x)\n  return %y\n}"))

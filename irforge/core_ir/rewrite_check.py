@@ -243,14 +243,16 @@ class RewriteChecker:
     def _context(self, leaves: list[Value], depth: int = 3) -> _Cone:
         """The nodes computing the two sides' shared inputs, ``depth`` producers back: a rewrite
         may rest on what they are (``Abs(Abs(x)) -> Abs(x)`` needs a non-negative input), which
-        random values alone would not be."""
+        random values alone would not be.  Costly producers (convolutions, products, pools,
+        loops) are not run again: facts such rewrites rest on come from cheaper ops."""
         distance: dict[Value, int] = {v: 0 for v in leaves}
         frontier = list(leaves)
         for d in range(1, depth + 1):
             following = []
             for v in frontier:
                 p = v.producer()
-                if p is None or v.const_value is not None:
+                if p is None or v.const_value is not None or p.domain or p.op_type in _COSTLY:
+                    distance[v] = depth  # its own value is random: the context stops here
                     continue
                 for x in p.inputs:
                     if x is not None and x not in distance:
@@ -261,7 +263,7 @@ class RewriteChecker:
         seen: set[Node] = set()
         for v in leaves:
             def stop(x: Value, leaf: Value = v) -> bool:
-                return x is not leaf and (distance.get(x, depth) >= depth or not _has_shape(x))
+                return distance.get(x, depth) >= depth or (x is not leaf and not _has_shape(x))
 
             cone = self._cone(v, stop, limit=self.cone_limit)
             if not all(_has_shape(x) or x.const_value is not None for x in cone.leaves):
@@ -385,6 +387,14 @@ def random_inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
         except _Unchecked:
             raise IrforgeError(f"input %{v.name}: no random data for its type; give the inputs yourself") from None
     return feeds
+
+
+_COSTLY = frozenset({
+    "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv", "MatMul", "MatMulInteger", "QLinearMatMul",
+    "Gemm", "Einsum", "MaxPool", "AveragePool", "LpPool", "MaxRoiPool", "RoiAlign", "LSTM", "GRU", "RNN", "Loop", "If",
+    "Scan", "Resize", "GridSample", "Col2Im", "NonMaxSuppression", "Attention",
+})  # fmt: skip
+"""Ops the context of a rewrite check does not run again (see ``RewriteChecker._context``)."""
 
 
 def _has_shape(v: Value) -> bool:

@@ -140,6 +140,9 @@ class PassManager:
         instrument (verify-each, the honesty check) rejects its result; the model is then as it
         was before that pass.
         """
+        if not isinstance(model, Model):
+            raise IrforgeError(f"PassManager.run takes a Model, not a {type(model).__name__}: wrap a graph as "
+                               "Model(graph)")  # fmt: skip
         ctx = ctx or PassContext()
         ctx.model = model
         changed = False
@@ -242,7 +245,7 @@ class PassManager:
     def _warn_rejections(self, start: int, outcome: str) -> None:
         if self.rewrite_checker is not None:
             for rejection in self.rewrite_checker.rejections[start:]:
-                warnings.warn(f"{rejection}\n{outcome}", RewriteRejectedWarning, stacklevel=4)
+                warnings.warn(f"{rejection}\n{outcome}", RewriteRejectedWarning, stacklevel=5)
 
     def _checking(self, model: Model, p: Pass):
         if self.rewrite_checker is None:

@@ -28,6 +28,12 @@ PIPELINES = [*sorted(set(REGISTRY.passes) - ROUNDS), "O1", "O2", "O3", "O3 --tar
 COUNT = int(os.environ.get("IRFORGE_RANDOM_GRAPHS", "100"))
 
 
+def random_graphs(check):
+    """``check`` run on ``COUNT`` derandomized random graphs."""
+    return settings(max_examples=COUNT, derandomize=True, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])(given(graphs())(check))
+
+
 def _onnxruntime(proto, feeds):
     import onnxruntime as ort
 
@@ -47,9 +53,7 @@ def _run(pipeline: str, model) -> None:
 
 @pytest.mark.parametrize("pipeline", PIPELINES)
 def test_random_graphs_keep_their_outputs(pipeline):
-    @settings(max_examples=COUNT, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
-    @given(graphs())
+    @random_graphs
     def check(proto):
         model = irforge.from_onnx(proto)
         note(f"graph:\n{print_model(model)}")
@@ -82,9 +86,7 @@ def test_every_rewrite_of_the_levels_passes_the_rewrite_checker(pipeline):
     and extreme values, and none may be refused (a refusal is a wrong rewrite, or a false alarm)."""
     from irforge.passes import RewriteChecker
 
-    @settings(max_examples=COUNT, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
-    @given(graphs())
+    @random_graphs
     def check(proto):
         model = irforge.from_onnx(proto)
         note(f"graph:\n{print_model(model)}")

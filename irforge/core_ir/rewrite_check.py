@@ -6,7 +6,9 @@ Every rewrite, whichever pass makes it, ends in ``old.replace_all_uses_with(new)
 just before it happens, while both sides still exist.  The nodes that compute ``old`` and the
 nodes that compute ``new`` are cut out of the graph down to the values the two sides share (their
 *cones*), run by the reference interpreter on the same inputs, and compared with the tolerance of
-the least precise float type either side computes in (:data:`~irforge.core_ir.dtypes.TOLERANCES`).
+the least precise float type either side computes in (:data:`~irforge.core_ir.dtypes.TOLERANCES`),
+times the longer side's node count (each op rounds once, and the errors of a chain add up; a
+wrong rewrite is off by the size of the numbers themselves).
 
 - **Random mode** (the default): the cones' inputs get random values, then two more trials mix in
   the edge values of each float type (:data:`TRIALS`); constants keep their payloads.  A
@@ -23,7 +25,7 @@ come from the cut, so it is not blamed on the rewrite.
 from __future__ import annotations
 
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -166,9 +168,26 @@ class RewriteChecker:
         ancestors_new = _ancestors(new, 4 * self.cone_limit)
         if old in ancestors_new:
             raise _Unchecked("replacements that read the value they replace")
+        shared: set[Value] = set()
+
         # a shared value of unknown shape gets no random data: both sides compute it instead
-        before = self._cone(old, lambda v: v in ancestors_new and _has_shape(v), limit=self.cone_limit)
-        after = self._cone(new, lambda v: v in ancestors_old and _has_shape(v), limit=self.cone_limit)
+        def stop_before(v: Value) -> bool:
+            return v in shared or (v in ancestors_new and _has_shape(v))
+
+        def stop_after(v: Value) -> bool:
+            return v in shared or (v in ancestors_old and _has_shape(v))
+
+        before = self._cone(old, stop_before, self.cone_limit)
+        after = self._cone(new, stop_after, self.cone_limit)
+        for _ in range(4):
+            # a value one side reads as an input and the other computes (the ancestor sets are
+            # bounded) becomes an input of both, so both sides see the same data
+            leaves = {*before.leaves, *after.leaves}
+            if leaves <= shared:
+                break
+            shared.update(leaves)
+            before = self._cone(old, stop_before, self.cone_limit)
+            after = self._cone(new, stop_after, self.cone_limit)
         return before, after
 
     def _check(self, old: Value, new: Value) -> None:
@@ -179,6 +198,9 @@ class RewriteChecker:
         else:
             before, after = self._shared_cones(old, new)
         rtol, atol = _tolerance([*before.nodes, *after.nodes], [*before.leaves, *after.leaves])
+        # each op rounds once, and the errors of a chain add up
+        growth = max(1, len(before.nodes), len(after.nodes))
+        rtol, atol = rtol * growth, atol * growth
         ran = False
         scale: float | None = None  # the magnitude of the first trial's result
         leaves = list(dict.fromkeys([*before.leaves, *after.leaves]))
@@ -213,9 +235,10 @@ class RewriteChecker:
                 scale = _scale(expected)
             if trial == 2 and self.known is None:
                 # with extreme inputs, rounding error is relative to them, not to what is left
-                # after they cancel, and results within a millionth of them are overflows
+                # after they cancel, and results within a millionth of them (less, the longer the
+                # chain that can cancel them) are overflows
                 magnitude = max([scale, *(_scale(env[v]) for v in env)])
-                found = difference(expected, actual, rtol, atol, magnitude, magnitude * 2**-20)
+                found = difference(expected, actual, rtol, atol, magnitude, magnitude * 2**-20 / growth)
             else:
                 found = difference(expected, actual, rtol, atol, scale)
             if found is not None:
@@ -402,19 +425,19 @@ def _has_shape(v: Value) -> bool:
 
 
 def _ancestors(v: Value, limit: int) -> set[Value]:
-    """``v`` and the values it is computed from, up to ``limit`` producers back."""
+    """``v`` and the values it is computed from, nearest first, up to ``limit`` producers back."""
     seen = {v}
-    stack = [v]
+    queue = deque([v])
     visited = 0
-    while stack and visited < limit:
-        p = stack.pop().producer()
+    while queue and visited < limit:
+        p = queue.popleft().producer()
         if p is None:
             continue
         visited += 1
         for x in p.inputs:
             if x is not None and x not in seen:
                 seen.add(x)
-                stack.append(x)
+                queue.append(x)
     return seen
 
 

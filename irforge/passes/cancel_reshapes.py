@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..core_ir.builder import NameGenerator
+from ..core_ir.clone import clone_node
 from ..core_ir.graph import Graph
 from ..core_ir.node import Node
 from ..core_ir.pattern import constant_value
@@ -101,14 +103,42 @@ def _cancel(outer: Node) -> bool:
             continue
         if v.is_graph_output() or any(user not in inside for user in v.users()):
             return False
-    for n in region:
-        for o in n.outputs:
-            if o is not None and isinstance(o.type, TensorType):
-                o.type = TensorType(o.type.dtype, shape)
-    y.replace_all_uses_with(source, include_graph_outputs=False)
-    outer.outputs[0].replace_all_uses_with(outer.inputs[0])
+    # the region computed anew on the source, then the restored result replaced by its equal
     graph = outer.graph
-    graph.remove(outer)
+    names = NameGenerator(graph)
+    vmap: dict[Value, Value] = {y: source}
+    renamed: list[tuple[Value, str]] = []
+    for n in _producers_first(region):
+        copy = clone_node(n, vmap)
+        for o, c in zip(n.outputs, copy.outputs, strict=True):
+            if o is not None and c is not None:
+                c.name = names.fresh(o.name or "v")
+                if isinstance(o.type, TensorType):
+                    c.type = TensorType(o.type.dtype, shape)
+                renamed.append((c, o.name))
+        graph.insert_before(outer, copy)
+    outer.outputs[0].replace_all_uses_with(vmap[outer.inputs[0]])
+    graph.remove([outer, *region])
     if not y.has_uses() and not y.is_graph_output():
         graph.remove(inner)
+    for c, name in renamed:
+        if name and not c.is_graph_output():
+            c.name = name
     return True
+
+
+def _producers_first(nodes: dict[Node, None]) -> list[Node]:
+    """``nodes`` (a small region) ordered so that each comes after those it reads."""
+    placed: set[Node] = set()
+    order: list[Node] = []
+    pending = list(nodes)
+    while pending:
+        waiting = []
+        for n in pending:
+            if all(x is None or x.producer() not in nodes or x.producer() in placed for x in n.inputs):
+                order.append(n)
+                placed.add(n)
+            else:
+                waiting.append(n)
+        pending = waiting
+    return order

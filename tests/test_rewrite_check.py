@@ -339,3 +339,16 @@ def test_bisect_command_names_the_pass_and_the_rewrite(cli_site, tmp_path):
     assert agree.returncode == 0 and agree.stdout.startswith("the outputs agree after each of the"), agree.stdout
     bad = _cli(site, "bisect", str(model), "-O3", "--inputs", str(tmp_path / "missing.npz"))
     assert bad.returncode == 1 and "missing.npz: cannot read the inputs" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_python_api_spells_it_like_the_command():
+    import irforge
+
+    model = from_proto(zoo.mobilenet_v2(size=32, classes=10), None)
+    x = {"image": np.random.default_rng(0).standard_normal([1, 3, 32, 32]).astype(np.float32)}
+    want = interpret(model, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RewriteRejectedWarning)
+        irforge.optimize(model, "-O2", validate_rewrites=True)
+    np.testing.assert_allclose(interpret(model, x)[0], want[0], rtol=1e-4, atol=1e-5)
+    assert any(n.domain == "irforge" for n in model.graph)  # the fusions happened under the check

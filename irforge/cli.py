@@ -63,14 +63,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline_text(args: argparse.Namespace) -> str:
+    """The pipeline ``-O N`` or ``--pipeline`` names, ending in ``--target``'s lowering."""
+    from .passes.levels import with_target
+
+    if args.level is not None and args.pipeline:
+        raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
+    return with_target(args.pipeline or f"O{args.level or 0}", args.target)
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     from .backends.onnx import save
     from .core_ir.verifier import verify_model
     from .passes import PassContext, PassManager
     from .passes import instrumentation as ins
 
-    if args.level is not None and args.pipeline:
-        raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
+    text = _pipeline_text(args)
     timing, statistics = ins.Timing(), ins.Statistics()
     instruments: list[ins.Instrument] = [timing]
     if args.statistics:
@@ -80,9 +88,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.print_ir_after_all or args.print_ir_after:
         names = None if args.print_ir_after_all else frozenset(args.print_ir_after)
         instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
-    from .passes.levels import with_target
-
-    text = with_target(args.pipeline or f"O{args.level or 0}", args.target)
     checker = None
     if args.validate_rewrites:
         from .core_ir.rewrite_check import RewriteChecker
@@ -135,11 +140,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     from .passes.bisect import bisect
-    from .passes.levels import with_target
 
-    if args.level is not None and args.pipeline:
-        raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
-    text = with_target(args.pipeline or f"O{args.level or 0}", args.target)
+    text = _pipeline_text(args)
     model = _load(args.model)
     feeds = None
     if args.inputs:

@@ -403,12 +403,14 @@ def random_inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
         if v.is_initializer():
             continue
         if not _has_shape(v):
-            raise IrforgeError(f"input %{v.name} has no known type and shape: give the inputs yourself")
+            raise IrforgeError(f"input %{v.name} has no known type and shape: give the inputs yourself "
+                               "(feeds=, or --inputs FEEDS.npz)")  # fmt: skip
         shape = [d if isinstance(d, int) else sizes.setdefault(str(d), 2 + len(sizes) % 3) for d in v.type.shape]
         try:
             feeds[v.name or ""] = _random_array(rng, np.dtype(to_numpy(v.type.dtype)), shape, 0)
         except _Unchecked:
-            raise IrforgeError(f"input %{v.name}: no random data for its type; give the inputs yourself") from None
+            raise IrforgeError(f"input %{v.name}: no random data for its type; give the inputs yourself "
+                               "(feeds=, or --inputs FEEDS.npz)") from None
     return feeds
 
 

@@ -38,7 +38,7 @@ EXPECTED = {  # fused ops after -O3, by model (op -> count)
 }
 
 
-REFUSED = {("bert (from_torch)", "tvm"): "Cast to bool"}
+REFUSED: dict[tuple[str, str], str] = {}
 """(model, target) pairs the target cannot run (an up-front UnsupportedError), with its reason."""
 
 

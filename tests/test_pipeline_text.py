@@ -139,5 +139,5 @@ def test_a_target_ends_the_pipeline_with_its_lowering():
     assert with_target("O2", "onnxruntime") == "O2,lower-fused{target=onnxruntime},cse,dce"
     assert with_target("", "xla") == "lower-fused{target=xla},cse,dce" and with_target("O1", None) == "O1"
     model = parse_model('model {\n  opset "" = 21\n  graph @g(%x: f32[2]) {\n    %y = Relu(%x)\n    return %y\n  }\n}')
-    with pytest.raises(irforge.passes.PassError, match="no lowering for target 'gpu'"):
+    with pytest.raises(irforge.backends.BackendError, match="no backend named 'gpu'; installed: onnxruntime"):
         irforge.optimize(model, "-O1", target="gpu")

@@ -20,7 +20,8 @@ EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "small_cnn.o
 
 TOP_LEVEL = {
     "Builder", "Graph", "IrforgeError", "Model", "Node", "Value", "__version__", "backend", "compile", "emit",
-    "from_jax", "from_onnx", "from_torch", "interpret", "load", "optimize", "parse", "save", "to_onnx", "verify",
+    "from_jax", "from_onnx", "from_torch", "interpret", "load", "optimize", "parse", "prepare", "save", "to_onnx",
+    "unsupported", "verify",
 }  # fmt: skip
 
 FRONTENDS = {
@@ -29,7 +30,12 @@ FRONTENDS = {
 }  # fmt: skip
 
 BACKENDS = {
-    "Artifact", "Backend", "BackendError", "Executable", "Unsupported", "UnsupportedError", "collect_unsupported",
+    "Artifact", "Backend", "BackendError", "Executable", "Lowering", "NotStatic", "Refused", "RuleTable",
+    "Unsupported", "UnsupportedError", "collect_unsupported", "static",
+}  # fmt: skip
+
+OPS = {
+    "Kind", "Traits", "category", "elementwise_ops", "geometry", "is_elementwise", "kind", "ops_of_kind", "traits",
 }  # fmt: skip
 
 CORE_IR = {
@@ -87,6 +93,7 @@ def test_every_subpackage_pins_its_names_and_documents_them():
     import irforge.backends
     import irforge.frontends
     import irforge.irviz
+    import irforge.ops
     import irforge.passes
     import irforge.plugins
     import irforge.testing
@@ -94,7 +101,7 @@ def test_every_subpackage_pins_its_names_and_documents_them():
     for module, names in ((irforge, TOP_LEVEL), (irforge.core_ir, CORE_IR), (irforge.passes, PASSES),
                           (irforge.plugins, PLUGINS), (irforge.testing, TESTING),
                           (irforge.backends, BACKENDS), (irforge.frontends, FRONTENDS),
-                          (irforge.irviz, IRVIZ)):  # fmt: skip
+                          (irforge.irviz, IRVIZ), (irforge.ops, OPS)):  # fmt: skip
         assert set(module.__all__) == names, module.__name__
         for name in names:
             obj = getattr(module, name)

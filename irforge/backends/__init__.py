@@ -2,7 +2,9 @@
 
 Every backend implements :class:`Backend` (``lower`` to an :class:`Artifact`, ``compile`` to an
 :class:`Executable`) and is registered by name through the ``irforge_register_backends`` plugin
-hook; ``irforge.emit`` and ``irforge.compile`` find them there.  Toolchains (jax, onnxruntime) are
+hook; ``irforge.emit`` and ``irforge.compile`` find them there.  A backend that lowers op by op
+keeps its rules in a :class:`RuleTable` (:mod:`.table`): one rule signature, one up-front check
+per rule, one driver for folding and for the walk that lists what it cannot take.  Toolchains (jax, onnxruntime) are
 imported only when a backend is used.
 """
 
@@ -15,6 +17,7 @@ from .base import (
     UnsupportedError,
     collect_unsupported,
 )
+from .table import Lowering, NotStatic, Refused, RuleTable, static
 
-__all__ = ["Artifact", "Backend", "BackendError", "Executable", "Unsupported", "UnsupportedError",
-           "collect_unsupported"]  # fmt: skip
+__all__ = ["Artifact", "Backend", "BackendError", "Executable", "Lowering", "NotStatic", "Refused", "RuleTable",
+           "Unsupported", "UnsupportedError", "collect_unsupported", "static"]  # fmt: skip

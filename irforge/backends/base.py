@@ -124,20 +124,25 @@ class Backend:
     """Subclass and register through the ``irforge_register_backends`` hook as ``(name, instance)``.
 
     ``targets`` are the artifact kinds :meth:`lower` can write (``irforge emit --target``);
-    ``devices`` what :meth:`compile` can run on; ``preferred_layout`` tells layout passes which
-    convolution layout the backend's kernels are fastest in.
+    ``devices`` what :meth:`compile` can run on.  Every registered backend is a target of
+    ``irforge optimize --target`` and a choice of ``irforge run --backend``: ``lowering`` is the
+    pipeline text that ends a level for it, and ``preferred_layout`` (``NCHW`` or ``NHWC``) the
+    convolution layout ``-O3`` converts to for it.
     """
 
     name: str = ""
     targets: tuple[str, ...] = ()
     devices: tuple[str, ...] = ("cpu",)
     preferred_layout: str = "NCHW"
+    lowering: str = ""
+    """Pipeline text run after a level for this backend (``optimize --target``), e.g. the pass
+    that swaps fused ops for its own kernels."""
     expands_functions: bool = False
+    """Before lowering, ONNX ops this backend has no rule for but whose schema defines a function
+    body are expanded to that body (``irforge.compile`` and ``irforge.emit`` do it on a copy)."""
     inlines_functions: bool = False
     """Before lowering, calls of model-local functions (the fused ops of ``irforge``, among
     others) are replaced by the functions' bodies: the backend lowers no call itself."""
-    """Before lowering, ONNX ops this backend has no rule for but whose schema defines a function
-    body are expanded to that body (``irforge.compile`` and ``irforge.emit`` do it on a copy)."""
 
     def supported_ops(self) -> set[tuple[str, str]]:
         """``(domain, op_type)`` pairs this backend has a lowering for (some may refuse attributes)."""

@@ -22,6 +22,7 @@ class ReferenceBackend(Backend):
     """Runs any model the interpreter has kernels for: slow, and the semantic oracle."""
 
     name = "reference"
+    lowering = "lower-fused{target=reference},cse,dce"
 
     def unsupported(self, model: Model) -> list[Unsupported]:
         return kept_framework_ops(model)
@@ -41,6 +42,7 @@ class OnnxRuntimeBackend(Backend):
     """onnxruntime's CPU provider with all of its graph optimizations, threads not spinning."""
 
     name = "onnxruntime"
+    lowering = "lower-fused{target=onnxruntime},cse,dce"
     targets = ("onnx",)
 
     def unsupported(self, model: Model) -> list[Unsupported]:

@@ -28,6 +28,7 @@ _LOCK = threading.Lock()
 
 class XLABackend(Backend):
     name = "xla"
+    lowering = "lower-fused{target=xla},cse,dce"
     targets = ("hlo", "hlo-optimized")
     devices = ("cpu", "gpu")
     expands_functions = True

@@ -65,11 +65,14 @@ class NotMapped(Exception):
 Converter = Callable[..., Any]
 
 
-def plugin_converters(framework: str) -> dict[str, Converter]:
-    """Converters that installed plugins registered for ``framework`` (they take precedence)."""
-    from ..plugins import default_registry
+def plugin_converters(framework: str, registry: Any = None) -> dict[str, Converter]:
+    """Converters that plugins registered for ``framework`` (they take precedence): those of
+    ``registry``, by default the installed plugins'."""
+    if registry is None:
+        from ..core_ir.installed import installed_registry
 
-    entries = default_registry().entries.get("frontend_ops", {})
+        registry = installed_registry()
+    entries = registry.entries.get("frontend_ops", {})
     prefix = framework + "::"
     return {name[len(prefix):]: fn for name, fn in entries.items() if name.startswith(prefix)}
 

@@ -54,7 +54,7 @@ def _jax():
 
 
 def from_jax(fn, *example_args: Any, abstracted_axes: Sequence[Any] | None = None,
-             keep_unmapped: bool = False) -> Model:  # fmt: skip
+             keep_unmapped: bool = False, registry: Any = None) -> Model:  # fmt: skip
     """Import ``fn`` as traced by ``jax.make_jaxpr`` on ``example_args`` (arrays, pytrees of arrays,
     or ``jax.ShapeDtypeStruct``).
 
@@ -75,14 +75,15 @@ def from_jax(fn, *example_args: Any, abstracted_axes: Sequence[Any] | None = Non
         name = getattr(fn, "__name__", type(fn).__name__)
         raise FrontendError(f"jax could not trace {name}: {type(e).__name__}: {first}") from e
     names = _input_names(jax, example_args)
-    return from_jaxpr(closed, input_names=names, keep_unmapped=keep_unmapped)
+    return from_jaxpr(closed, input_names=names, keep_unmapped=keep_unmapped, registry=registry)
 
 
-def from_jaxpr(closed, *, input_names: Sequence[str] | None = None, keep_unmapped: bool = False) -> Model:
+def from_jaxpr(closed, *, input_names: Sequence[str] | None = None, keep_unmapped: bool = False,
+               registry: Any = None) -> Model:
     """Import a ``ClosedJaxpr``."""
     from . import jax_ops
 
-    table = {**jax_ops.TABLE, **plugin_converters("jax")}
+    table = {**jax_ops.TABLE, **plugin_converters("jax", registry)}
     unmapped, complex_unmapped = Unmapped(), Unmapped()
     _scan(closed.jaxpr, table, unmapped, complex_unmapped)
     jaxpr = closed.jaxpr

@@ -56,7 +56,7 @@ def _torch():
 
 
 def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict | None = None,
-               dynamic_shapes: Any = None, keep_unmapped: bool = False, strict: bool = False,
+               dynamic_shapes: Any = None, keep_unmapped: bool = False, strict: bool = False, registry: Any = None,
                decompose: bool | str = "auto") -> Model:  # fmt: skip
     """Import ``module`` (a ``torch.nn.Module``) as exported by ``torch.export`` on ``example_args``.
 
@@ -81,7 +81,8 @@ def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict
         raise _export_failed(module, e) from e
     names = _dim_names(ep, module, dynamic_shapes)
     try:
-        return import_program(ep, keep_unmapped=keep_unmapped, dim_names=names, decompose=decompose)
+        return import_program(ep, keep_unmapped=keep_unmapped, dim_names=names, decompose=decompose,
+                              registry=registry)
     except FrontendError:
         raise
     except Exception as e:  # run_decompositions failing is torch.export's limit, named as such
@@ -89,19 +90,19 @@ def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict
 
 
 def import_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None,
-                   decompose: bool | str = "auto") -> Model:  # fmt: skip
+                   decompose: bool | str = "auto", registry: Any = None) -> Model:  # fmt: skip
     """An ``ExportedProgram`` straight from ``torch.export.export``, decomposed as ``decompose``
     says (see :func:`from_torch`)."""
     if decompose == "auto":
         try:  # every op mapped as exported: no second trace, and larger ops (LayerNormalization, not its parts)
-            return from_exported_program(ep, keep_unmapped=False, dim_names=dim_names)
+            return from_exported_program(ep, keep_unmapped=False, dim_names=dim_names, registry=registry)
         except UnsupportedOpsError:
             pass
     if decompose:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             ep = ep.run_decompositions()
-    return from_exported_program(ep, keep_unmapped=keep_unmapped, dim_names=dim_names)
+    return from_exported_program(ep, keep_unmapped=keep_unmapped, dim_names=dim_names, registry=registry)
 
 
 def _export_failed(module, e: Exception) -> FrontendError:
@@ -110,11 +111,12 @@ def _export_failed(module, e: Exception) -> FrontendError:
     return FrontendError(f"torch.export could not export {what}")
 
 
-def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None) -> Model:
+def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None,
+                          registry: Any = None) -> Model:
     """Import an ``ExportedProgram`` that is already in core ATen (after ``run_decompositions``)."""
     from . import torch_ops
 
-    table = {**torch_ops.TABLE, **plugin_converters("torch")}
+    table = {**torch_ops.TABLE, **plugin_converters("torch", registry)}
     unmapped, complex_unmapped = Unmapped(), Unmapped()
     users = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
     _scan(ep.graph_module, table, unmapped, complex_unmapped, users)

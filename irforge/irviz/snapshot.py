@@ -19,36 +19,14 @@ from ..core_ir.node import Node
 from ..core_ir.printer import Printer
 from ..core_ir.rewriter import PROVENANCE
 from ..core_ir.value import Value
+from ..ops.traits import category as op_category
 
 ATTRIBUTE_CHARS = 160  # longer attribute texts are cut: the page is a viewer, not a dump
 FUNCTION_DEPTH = 2  # calls inside a function body are drawn as calls below this depth
 
-_CATEGORIES = {
-    "product": "Conv ConvTranspose ConvInteger MatMul MatMulInteger QLinearConv QLinearMatMul Gemm Einsum",
-    "activation": "Relu LeakyRelu PRelu Elu Selu Celu Sigmoid HardSigmoid HardSwish Tanh Softplus Softsign Gelu "
-    "Mish Clip ThresholdedRelu Swish FastGelu BiasGelu QuickGelu",
-    "normalization": "BatchNormalization LayerNormalization InstanceNormalization GroupNormalization "
-    "RMSNormalization SkipLayerNormalization SimplifiedLayerNormalization LpNormalization "
-    "MeanVarianceNormalization Softmax LogSoftmax Hardmax",
-    "attention": "Attention MultiHeadAttention GroupQueryAttention",
-    "pooling": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool MaxRoiPool RoiAlign",
-    "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
-    "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin TopK CumSum",
-    "shape": "Reshape Transpose Squeeze Unsqueeze Flatten Concat Split Slice Gather GatherElements GatherND "
-    "Expand Tile Pad Shape Size ConstantOfShape Range Cast CastLike Identity DepthToSpace SpaceToDepth "
-    "ScatterND ScatterElements Resize Where Compress NonZero Trilu OneHot",
-    "control": "If Loop Scan SequenceMap",
-    "constant": "Constant",
-    "io": "Input Output",
-}
-CATEGORY = {op: cat for cat, ops in _CATEGORIES.items() for op in ops.split()}
-
-
 def category(node_op: str, domain: str) -> str:
-    """The colour family of an op: fused and contrib ops by domain, others by kind of work."""
-    if domain in ("irforge", "com.microsoft") and node_op not in CATEGORY:
-        return "fused"
-    return CATEGORY.get(node_op, "elementwise" if not domain else "custom")
+    """The colour family of an op (:func:`irforge.ops.traits.category`)."""
+    return op_category(node_op, domain)
 
 
 def scope_of(node: Node) -> list[str]:

@@ -20,14 +20,11 @@ from ..core_ir.node import Node
 from ..core_ir.pattern import constant_value
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
+from ..ops.traits import elementwise_ops
 from .base import Pass, PassContext, PassResult
 
-ELEMENTWISE = frozenset({
-    "Abs", "Add", "Ceil", "Cos", "Div", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
-    "LeakyRelu", "Log", "Mul", "Neg", "Pow", "Reciprocal", "Relu", "Selu", "Sigmoid", "Sin", "Softplus",
-    "Softsign", "Sqrt", "Sub", "Tanh",
-})  # fmt: skip
-"""Ops computed element by element, whose attributes do not name axes."""
+ELEMENTWISE = elementwise_ops()
+"""Ops computed element by element, whose attributes do not name axes (:mod:`irforge.ops.traits`)."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from ..core_ir.node import Node
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
+from ..ops.traits import elementwise_ops
 from .base import Pass, PassContext, PassError, PassResult, run_patterns
 from .canonicalize import PATTERNS as CANONICAL
 from .fuse_activation import CHANNELS_LAST, explicit_attrs, overload
@@ -160,9 +161,10 @@ for _pool in _POOL_ATTRS:
 
 # -- cancel-transposes ------------------------------------------------------------------------
 
-_UNARY = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu", "Gelu", "Erf",
-          "Exp", "Log", "Abs", "Neg", "Sqrt", "Reciprocal", "Softplus", "Softsign", "Identity", "Cast")  # fmt: skip
-_BINARY = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Pow")
+_UNARY = sorted(elementwise_ops(1))
+_BINARY = sorted((elementwise_ops(2) | {"Max", "Min"}) - {"CastLike"})
+"""The element-wise ops a Transpose sinks through (:mod:`irforge.ops.traits`): the type operand of
+CastLike is left out, Max and Min are matched with two operands."""
 
 
 def _perm(node: Node) -> tuple[int, ...] | None:

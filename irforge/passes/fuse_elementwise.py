@@ -22,7 +22,6 @@ runs on every engine, and a compiler that fuses by function sees the groups.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import math
 from dataclasses import dataclass
@@ -32,38 +31,14 @@ from ..core_ir.graph import Graph
 from ..core_ir.model import Function, Model
 from ..core_ir.node import Node
 from ..core_ir.value import Value
+from ..ops.traits import Kind, ops_of_kind
 from .base import Pass, PassContext, PassResult
 from .fused_ops import DOMAIN, import_domain
 
-
-class Kind(enum.IntEnum):
-    """TVM's op pattern kinds, in its order: a group may take ops of its kind or a lower one."""
-
-    ELEMWISE = 0
-    INJECTIVE = 2
-    REDUCTION = 3
-    OUT_ELEMWISE_FUSABLE = 4
-    OPAQUE = 8
-
-
-ELEMWISE = frozenset({
-    "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift", "BitwiseAnd",
-    "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh",
-    "Div", "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater", "GreaterOrEqual", "HardSigmoid",
-    "HardSwish", "Identity", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Log", "Max", "Mean",
-    "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "PRelu", "Reciprocal", "Relu", "Round",
-    "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh",
-    "ThresholdedRelu", "Where", "Xor",
-})  # fmt: skip
-INJECTIVE = frozenset({
-    "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Slice", "Expand", "Gather",
-    "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
-})  # fmt: skip
-REDUCTION = frozenset({
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "ArgMax", "ArgMin",
-})  # fmt: skip
-PRODUCTS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
+ELEMWISE = ops_of_kind(Kind.ELEMWISE)
+INJECTIVE = ops_of_kind(Kind.INJECTIVE)
+REDUCTION = ops_of_kind(Kind.REDUCTION)
+PRODUCTS = ops_of_kind(Kind.OUT_ELEMWISE_FUSABLE)
 FUSED_PRODUCTS = frozenset({"FusedConv", "FusedGemm", "FusedMatMul"})
 GROUP_OP = "FusedGroup"
 _CAPTURED_ELEMENTS = 64

@@ -21,8 +21,8 @@
 
 A target (``irforge optimize --target onnxruntime``, ``irforge.optimize(..., target=...)``) adds
 its lowering at the end: ``lower-fused{target=X},dce`` swaps fused ops for the target's own
-kernels; at ``O3``, a target listed in ``LAYOUTS`` first gets ``convert-layout`` and
-``cancel-transposes`` (none is listed yet).
+kernels; at ``O3``, a target whose ``preferred_layout`` is not NCHW first gets ``convert-layout``
+and ``cancel-transposes`` (no built-in one).
 """
 
 from __future__ import annotations
@@ -53,20 +53,29 @@ LEVELS: dict[str, str] = {
 }
 
 
-LAYOUTS: dict[str, str] = {}
-"""The layout ``-O3 --target X`` converts to, where it is not ONNX's NCHW.  None yet: XLA's CPU
-convolutions are faster channels-last one by one, but ``convert-layout{to=NHWC}`` measured no
-gain on whole networks here (MobileNetV2 1.08x, ResNet-50 0.89x against ``-O1``; README,
-"Latency"), so it is a pass to ask for, not part of a level."""
+LEVEL_NAMES = tuple(name.removeprefix("O") for name in LEVELS)
+"""The levels ``-O`` takes, on every command: ``0`` to ``3``."""
 
 
-def with_target(pipeline: str, target: str | None) -> str:
-    """``pipeline`` followed by ``target``'s lowering of the fused ops (nothing without a target);
-    at ``O3`` the target's preferred layout first (``convert-layout``, ``cancel-transposes``)."""
+def with_target(pipeline: str, target) -> str:
+    """``pipeline`` followed by ``target``'s lowering of the fused ops (nothing without a target).
+
+    ``target`` is a registered backend (:class:`irforge.backends.Backend`: its ``lowering`` is
+    the pipeline text that ends a level for it, and at ``O3`` a ``preferred_layout`` other than
+    NCHW first converts the layout), or the name of a built-in one.  Built-in layouts stay NCHW:
+    XLA's CPU convolutions are faster channels-last one by one, but ``convert-layout{to=NHWC}``
+    measured no gain on whole networks here (MobileNetV2 1.08x, ResNet-50 0.89x against ``-O1``;
+    README, "Latency"), so it is a pass to ask for, not part of a level.
+    """
     if not target:
         return pipeline
+    if isinstance(target, str):
+        lowering, layout = f"lower-fused{{target={target}}},cse,dce", "NCHW"
+    else:
+        lowering, layout = target.lowering, target.preferred_layout
     steps = [pipeline] if pipeline else []
-    if pipeline == "O3" and target in LAYOUTS:
-        steps.append(f"convert-layout{{to={LAYOUTS[target]}}},fixpoint(cancel-transposes,dce){{max-iterations=8}}")
-    steps.append(f"lower-fused{{target={target}}},cse,dce")
+    if pipeline == "O3" and layout != "NCHW":
+        steps.append(f"convert-layout{{to={layout}}},fixpoint(cancel-transposes,dce){{max-iterations=8}}")
+    if lowering:
+        steps.append(lowering)
     return ",".join(steps)

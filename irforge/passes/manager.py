@@ -106,9 +106,9 @@ class PassManager:
         pass, and errors name the plugin that provided the failing pass.
         """
         if registry is None:
-            from ..plugins import default_registry  # the installed plugins: what "no registry" means
+            from ..core_ir.installed import installed_registry  # the installed plugins: what "no registry" means
 
-            registry = default_registry()
+            registry = installed_registry()
         if hasattr(registry, "runnable"):
             from .instrumentation import HookRelay
 

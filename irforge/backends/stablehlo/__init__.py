@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from ...core_ir.model import Model
 from ..base import Artifact, Backend, Executable, Unsupported
-from .lowering import DTYPES, Lowered, find_unsupported, jax_context, lower
+from .lowering import Lowered, find_unsupported, jax_context, lower
 from .rules import RULES
+from .types import DTYPES
 
 
 class StableHLOBackend(Backend):
@@ -14,11 +15,12 @@ class StableHLOBackend(Backend):
     (``stablehlo-bytecode``, StableHLO's versioned bytecode); ``compile`` runs it with XLA."""
 
     name = "stablehlo"
+    lowering = "lower-fused{target=stablehlo},cse,dce"
     targets = ("stablehlo", "stablehlo-bytecode")
     expands_functions = True
 
     def supported_ops(self) -> set[tuple[str, str]]:
-        return {("", op) for op in RULES} | {("", "Constant"), ("", "If"), ("", "Loop")}
+        return RULES.supported_ops()
 
     def unsupported(self, model: Model) -> list[Unsupported]:
         return find_unsupported(model)

@@ -26,26 +26,11 @@ from ...core_ir.interpreter import Interpreter
 from ...core_ir.model import Function, Model
 from ...core_ir.node import Node
 from ...core_ir.types import TensorType
-from ..base import BackendError, Unsupported, UnsupportedError, collect_unsupported, io_problems, type_problem
+from ..base import BackendError, Unsupported, UnsupportedError
 from ..static_operands import static_inputs
-from .rules import RULES, NotStatic
-
-DTYPES = frozenset({
-    DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16, DataType.BOOL,
-    DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64,
-    DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
-    DataType.FLOAT8E4M3FN, DataType.FLOAT8E4M3FNUZ, DataType.FLOAT8E5M2, DataType.FLOAT8E5M2FNUZ,
-})  # fmt: skip
-"""Element types the StableHLO/XLA backends take (strings, complex, 4-bit and 2-bit types do not)."""
-
-_FOLD_ELEMENTS = 1 << 16
-"""Nodes whose inputs are all known and at most this many elements run in the interpreter."""
-
-CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
-RANDOM = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli",
-                    "Multinomial"})  # fmt: skip
-"""Ops that draw random numbers: a model holding one takes a PRNG key (``uint32[2]``) as the first
-argument of its module, and the XLA backend passes a fresh key at every call."""
+from ..table import NotStatic, foldable, op_label
+from .rules import RULES
+from .types import CONTROL_FLOW, RANDOM
 
 
 def import_jax():
@@ -67,60 +52,9 @@ def jax_context() -> Iterator[None]:
         yield
 
 
-def _op_label(node: Node) -> str:
-    return node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
-
-
 def find_unsupported(model: Model) -> list[Unsupported]:
     """Every op/dtype/attribute the lowering cannot take, before anything is lowered."""
-    found: list[tuple[Node, str, str]] = []
-    functions = dict(model.functions)
-    for graph in model.graph.all_graphs():
-        for node in graph:
-            found.extend((node, _op_label(node), why) for why in _node_problems(node, functions))
-    return collect_unsupported(found) + io_problems(model, DTYPES)
-
-
-def _node_problems(node: Node, functions: dict) -> list[str]:
-    out = []
-    if (node.domain, node.op_type, node.overload) in functions:
-        pass  # lowered as a composite of its body, whose nodes are checked with the function
-    elif node.domain not in ("", "ai.onnx"):
-        return [f"no lowering for ops of domain {node.domain!r}"]
-    elif node.op_type in CONTROL_FLOW:
-        why = _control_flow_problem(node)
-        if why:
-            out.append(why)
-    elif node.op_type in RANDOM:
-        pass
-    elif node.op_type not in RULES and node.op_type not in ("Constant",):
-        return ["no StableHLO lowering rule"]
-    else:
-        check = RULES[node.op_type].check if node.op_type in RULES else None
-        why = check(node) if check else None
-        if why:
-            out.append(why)
-    for v in (*node.inputs, *node.outputs):
-        if v is not None:
-            why = _type_problem(v.type)
-            if why:
-                out.append(why)
-    return out
-
-
-def _control_flow_problem(node: Node) -> str | None:
-    if node.op_type == "Scan":
-        return "Scan is not lowered yet (a stablehlo.while over the scanned axis)"
-    if node.op_type == "Loop":
-        body = node.attr("body")
-        n_carried = len(node.inputs) - 2
-        if body is not None and len(body.outputs) - 1 > n_carried:
-            return "Loop with scan outputs (their length is known only at run time)"
-    return None
-
-
-def _type_problem(t) -> str | None:
-    return type_problem(t, DTYPES)
+    return RULES.unsupported(model)
 
 
 @dataclass
@@ -188,12 +122,12 @@ def lower(model: Model, backend: str = "stablehlo", static_values: dict[str, np.
             why = e.why
             symbolic = any(not isinstance(d, int) for s in specs for d in s.shape)
             if e.static and symbolic:
-                raise ShapeDependentError(backend, [Unsupported(_op_label(e.node), 1, e.node.describe(),
+                raise ShapeDependentError(backend, [Unsupported(op_label(e.node), 1, e.node.describe(),
                                                                 why + " (at symbolic input shapes)")]) from None
             needed = [v.name for v in static_inputs(model) if v.name not in static_values]
             if needed:
                 why += f" (it depends on the graph input(s) {', '.join(needed)}: a compiled model specializes on them)"
-            raise UnsupportedError(backend, [Unsupported(_op_label(e.node), 1, e.node.describe(), why)]) from None
+            raise UnsupportedError(backend, [Unsupported(op_label(e.node), 1, e.node.describe(), why)]) from None
         except _NodeFailed as e:
             raise BackendError(f"lowering {e.node.describe()} failed: {e.why}") from None
     return Lowered(exported, main, [v.name for v in inputs], [v.name for v in graph.outputs], specs, random)
@@ -283,11 +217,10 @@ class _Lowerer:
             return self._control_flow(node, args, env)
         if node.op_type in RANDOM and not node.domain:  # never folded: every call draws anew
             return [self._random(node, args)]
-        known = all(a is None or isinstance(a, np.ndarray) for a in args)
-        if known and sum(a.size for a in args if a is not None) <= _FOLD_ELEMENTS:
+        if foldable(args):
             return self._fold(node, args)
         try:
-            return RULES[node.op_type].fn(node, args)
+            return RULES[node.op_type].fn(self, node, args)
         except NotStatic as e:
             raise _NodeUnsupported(node, str(e), static=True) from None
         except (_NodeUnsupported, _NodeFailed):

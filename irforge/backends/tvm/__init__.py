@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.dtypes import to_numpy
 from ...core_ir.errors import MissingExtraError
 from ...core_ir.interpreter import Interpreter
 from ...core_ir.model import Model
@@ -25,20 +25,12 @@ from ..base import (
     Executable,
     Unsupported,
     UnsupportedError,
-    collect_unsupported,
-    io_problems,
     static_input_shapes,
-    type_problem,
 )
-from ..stablehlo.rules import NotStatic
 from ..static_operands import static_inputs
-from .rules import RULES
+from ..table import NotStatic, fold, foldable
+from .rules import DTYPES, RULES
 
-DTYPES = frozenset({
-    DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BOOL, DataType.INT8, DataType.INT16,
-    DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
-})  # fmt: skip
-_FOLD_ELEMENTS = 1 << 16
 TARGET = "llvm"
 
 
@@ -51,21 +43,8 @@ def import_tvm():
 
 
 def find_unsupported(model: Model) -> list[Unsupported]:
-    found = []
-    for graph in model.graph.all_graphs():
-        for node in graph:
-            label = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
-            if node.domain not in ("", "ai.onnx") or (node.op_type not in RULES and node.op_type != "Constant"):
-                found.append((node, label, "no Relax lowering rule"))
-            for v in (*node.inputs, *node.outputs):
-                why = _type_problem(None if v is None else v.type)
-                if why:
-                    found.append((node, label, why))
-    return collect_unsupported(found) + io_problems(model, DTYPES)
-
-
-def _type_problem(t) -> str | None:
-    return type_problem(t, DTYPES)
+    """Every op/dtype/attribute the Relax lowering cannot take, before anything is lowered."""
+    return RULES.unsupported(model)
 
 
 class _Context:
@@ -172,14 +151,13 @@ def _read(env: dict, v):
 
 
 def _node(ctx: _Context, interp: Interpreter, node: Node, args: list) -> list:
-    known = all(a is None or isinstance(a, np.ndarray) for a in args)
-    if node.op_type == "Constant" or (known and sum(a.size for a in args if a is not None) <= _FOLD_ELEMENTS):
+    if node.op_type == "Constant" or foldable(args):
         try:
-            return [np.asarray(o) for o in interp.evaluate(node, args)]
+            return fold(interp, node, args)
         except Exception as e:
             raise BackendError(f"lowering {node.describe()} failed: {e}") from e
     try:
-        outs = RULES[node.op_type](ctx, node, args)
+        outs = RULES[node.op_type].fn(ctx, node, args)
     except NotStatic as e:
         raise UnsupportedError("tvm", [Unsupported(node.op_type, 1, node.describe(), str(e))]) from None
     except (UnsupportedError, BackendError):
@@ -191,12 +169,13 @@ def _node(ctx: _Context, interp: Interpreter, node: Node, args: list) -> list:
 
 class TVMBackend(Backend):
     name = "tvm"
+    lowering = "lower-fused{target=tvm},cse,dce"
     targets = ("relax",)
     expands_functions = True
     inlines_functions = True
 
     def supported_ops(self) -> set[tuple[str, str]]:
-        return {("", op) for op in RULES} | {("", "Constant")}
+        return RULES.supported_ops()
 
     def unsupported(self, model: Model) -> list[Unsupported]:
         return find_unsupported(model)

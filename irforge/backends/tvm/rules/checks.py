@@ -1,0 +1,153 @@
+"""The uses of each op Relax cannot take, refused before anything is lowered."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....core_ir.dtypes import DataType, is_floating
+from ....ops.geometry import resize_check
+from ...table import constant_input, dtype_of, given, outputs_used, shape_of
+from .common import RULES, _dtype_name
+
+# --- the uses Relax cannot take, refused before anything is lowered ---------------------------------
+
+
+def _dropout_check(node) -> str | None:
+    if node.op_type != "Dropout":
+        return None
+    if outputs_used(node) > 1:
+        return "Dropout's mask output"
+    if given(node, 2):
+        training = constant_input(node, 2)
+        if training is None or bool(training.reshape(-1)[0]):
+            return "Dropout in training mode draws random numbers"
+    return None
+
+
+def _pow_check(node) -> str | None:
+    a, b = dtype_of(node, 0), dtype_of(node, 1)
+    if a is not None and (a != b or not is_floating(a)):
+        return "Pow of integers or of two different types"
+    return None
+
+
+def _static_dims(node, index: int) -> list | None:
+    shape = shape_of(node, index)
+    return None if shape is None else list(shape)
+
+
+def _split_check(node) -> str | None:
+    sizes = constant_input(node, 1)
+    if sizes is not None and (sizes <= 0).any():
+        return "Split into empty parts"
+    return None
+
+
+def _reduce_check(node) -> str | None:
+    dtype = dtype_of(node, 0)
+    if dtype == DataType.BOOL:
+        return "a reduction of booleans"
+    if node.op_type in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp") and (
+            dtype is not None and not is_floating(dtype)):  # fmt: skip
+        return f"{node.op_type} of {_dtype_name(dtype)}"
+    dims = _static_dims(node, 0)
+    if dims is not None and 0 in dims:
+        axes = constant_input(node, 1) if given(node, 1) else node.attr("axes")
+        rank = len(dims)
+        reduced = range(rank) if axes is None or len(axes) == 0 else [int(a) % rank for a in np.reshape(axes, -1)]
+        if not (axes is not None and len(axes) == 0 and node.attr("noop_with_empty_axes", 0)) and any(
+                dims[a] == 0 for a in reduced):  # fmt: skip
+            return "a reduction over an empty axis"
+    return None
+
+
+def _softmax_check(node) -> str | None:
+    if node.op_type == "Softmax" and dtype_of(node, 0) == DataType.FLOAT16:
+        return "float16 Softmax (TVM rounds it differently from the reference)"
+    return None
+
+
+def _layer_norm_check(node) -> str | None:
+    if outputs_used(node) > 1:
+        return "LayerNormalization with a stash type other than float32" if node.attr("stash_type", 1) != 1 else None
+    dims = _static_dims(node, 0)
+    if dims is None:
+        return None
+    axis = node.attr("axis", -1)
+    n_axes = len(dims) - (axis + len(dims) if axis < 0 else axis)
+    for i in (1, 2):
+        shape = _static_dims(node, i) if given(node, i) else None
+        if shape is not None and len(shape) != n_axes:
+            return "LayerNormalization whose scale or bias broadcasts"
+    return None
+
+
+def _batch_norm_check(node) -> str | None:
+    if node.attr("training_mode", 0) or outputs_used(node) > 1:
+        return "BatchNormalization in training mode"
+    if any(constant_input(node, i) is None for i in range(1, 5)):
+        return "BatchNormalization whose statistics are computed at run time"
+    return None
+
+
+def _spatial_rank(node) -> int | None:
+    kernel = node.attr("kernel_shape")
+    if kernel is not None:
+        return len(kernel)
+    w = _static_dims(node, 1)
+    return None if w is None else len(w) - 2
+
+
+def _conv_check(node) -> str | None:
+    n = _spatial_rank(node)
+    return f"{node.op_type} with {n} spatial dims" if n is not None and n not in (1, 2, 3) else None
+
+
+def _pool_check(node) -> str | None:
+    kernel = node.attr("kernel_shape") or ()
+    if len(kernel) not in (1, 2, 3):
+        return f"{node.op_type} over {len(kernel)} spatial dims"
+    if node.op_type == "MaxPool" and outputs_used(node) > 1:
+        return "MaxPool's Indices output"
+    if node.op_type == "AveragePool" and node.attr("ceil_mode", 0):
+        return "AveragePool with ceil_mode"
+    return None
+
+
+def _mod_check(node) -> str | None:
+    dtype = dtype_of(node, 0)
+    if dtype is None:
+        return None
+    if not node.attr("fmod", 0) and is_floating(dtype):
+        return "floating Mod needs fmod=1"
+    return None
+
+
+def _rms_norm_check(node) -> str | None:
+    if node.attr("stash_type", 1) != 1 or dtype_of(node, 0) not in (None, DataType.FLOAT):
+        return "RMSNormalization other than float32"
+    return None
+
+
+def _resize_check(node) -> str | None:
+    why = resize_check(node)
+    dtype = dtype_of(node, 0)
+    if why is None and dtype is not None and not is_floating(dtype):
+        why = "Resize of non-float data"
+    return why
+
+
+CHECKS = {
+    "Dropout": _dropout_check, "Pow": _pow_check, "Split": _split_check,
+    **{f"Reduce{k}": _reduce_check for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
+                                             "LogSum", "LogSumExp")},
+    "Softmax": _softmax_check, "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,
+    "Conv": _conv_check, "ConvTranspose": _conv_check, "MaxPool": _pool_check, "AveragePool": _pool_check,
+    "Mod": _mod_check, "RMSNormalization": _rms_norm_check, "Resize": _resize_check,
+}  # fmt: skip
+
+
+def attach() -> None:
+    """Give each rule its check (called once every family module has registered its rules)."""
+    for op_type, check in CHECKS.items():
+        RULES.set_check(op_type, check)

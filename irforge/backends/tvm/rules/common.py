@@ -1,0 +1,50 @@
+"""What every Relax rule module shares: the table, the element types, small helpers."""
+
+from __future__ import annotations
+
+from ....core_ir.dtypes import DataType, is_floating
+from ...table import RuleTable, dtype_of, static
+
+DTYPES = frozenset({
+    DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BOOL, DataType.INT8, DataType.INT16,
+    DataType.INT32, DataType.INT64, DataType.UINT8, DataType.UINT16, DataType.UINT32, DataType.UINT64,
+})  # fmt: skip
+"""Element types the TVM backend takes."""
+
+RULES = RuleTable("tvm", "Relax", DTYPES)
+rule = RULES.rule
+
+
+def _op():
+    from tvm import relax
+
+    return relax.op
+
+
+def _axis(a: int, rank: int) -> int:
+    return a + rank if a < 0 else a
+
+
+def _ints(x, what: str) -> list[int]:
+    return [int(v) for v in static(x, what).reshape(-1)]
+
+
+def _s(ctx, value, like):
+    return ctx.scalar(value, like)
+
+
+def _moments(op, x, axes):
+    mean = op.mean(x, axes, True)
+    centered = op.subtract(x, mean)
+    return mean, op.mean(op.multiply(centered, centered), axes, True)
+
+
+def _float_only(node) -> str | None:
+    dtype = dtype_of(node, 0)
+    return None if dtype is None or is_floating(dtype) else f"{node.op_type} of {_dtype_name(dtype)}"
+
+
+def _dtype_name(dtype) -> str:
+    from ....core_ir.dtypes import short_name
+
+    return short_name(dtype)

@@ -1,0 +1,133 @@
+"""Element-wise ops in relax.op: activations, arithmetic, comparisons, casts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...table import Refused, static
+from .common import RULES, _op, _s, rule
+
+# --- element-wise ------------------------------------------------------------------------------
+
+_UNARY = {
+    "Relu": "nn.relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
+    "Erf": "erf", "Abs": "abs", "Neg": "negative", "Floor": "floor", "Ceil": "ceil", "Sin": "sin", "Cos": "cos",
+    "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh",
+    "Acosh": "acosh", "Atanh": "atanh", "Not": "logical_not", "IsNaN": "isnan", "Sign": "sign", "Round": "round",
+    "BitwiseNot": "bitwise_not",
+}  # fmt: skip
+
+
+def _resolve(path: str):
+    obj = _op()
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+for _name, _path in _UNARY.items():
+    RULES.add(_name, lambda ctx, node, args, _path=_path: [_resolve(_path)(ctx.expr(args[0]))])
+
+
+@rule("Identity", "Dropout")
+def _identity(ctx, node, args):
+    if node.op_type == "Dropout":
+        if len(node.outputs) > 1 and node.outputs[1] is not None:
+            raise Refused("Dropout's mask output")
+        training = static(args[2], "Dropout's training_mode") if len(args) > 2 and args[2] is not None else None
+        if training is not None and bool(training.reshape(-1)[0]):
+            raise Refused("Dropout in training mode draws random numbers")
+    return [ctx.expr(args[0])]
+
+
+@rule("Reciprocal")
+def _reciprocal(ctx, node, args):
+    x = ctx.expr(args[0])
+    return [_op().divide(ctx.scalar(1, x), x)]
+
+
+_BINARY = {
+    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Equal": "equal", "Less": "less",
+    "Greater": "greater", "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal", "And": "logical_and",
+    "Or": "logical_or", "Xor": "logical_xor", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or",
+    "BitwiseXor": "bitwise_xor",
+}  # fmt: skip
+
+for _name, _path in _BINARY.items():
+    RULES.add(_name, lambda ctx, node, args, _path=_path: [_resolve(_path)(ctx.expr(args[0]), ctx.expr(args[1]))])
+
+
+@rule("Pow")
+def _pow(ctx, node, args):
+    a, b = ctx.expr(args[0]), ctx.expr(args[1])
+    if ctx.dtype(a) != ctx.dtype(b) or not ctx.dtype(a).startswith("float"):
+        raise Refused("Pow of integers or of two different types")
+    return [_op().power(a, b)]
+
+
+@rule("Div")
+def _div(ctx, node, args):
+    a, b = ctx.expr(args[0]), ctx.expr(args[1])
+    op = _op()
+    if ctx.dtype(a).startswith(("float", "bfloat")):
+        return [op.divide(a, b)]
+    return [trunc_divide(ctx, a, b)]
+
+
+def trunc_divide(ctx, a, b):
+    """Integer division rounding toward zero (C's, ONNX's): floor division is one less where the
+    signs differ and the division is not exact."""
+    op = _op()
+    q = op.floor_divide(a, b)
+    if ctx.dtype(a).startswith("uint"):
+        return q
+    inexact = op.not_equal(op.multiply(q, b), a)
+    signs_differ = op.logical_xor(op.less(a, _s(ctx, 0, a)), op.less(b, _s(ctx, 0, b)))
+    return op.where(op.logical_and(inexact, signs_differ), op.add(q, _s(ctx, 1, q)), q)
+
+
+@rule("Max", "Min", "Sum", "Mean")
+def _variadic(ctx, node, args):
+    op = _op()
+    step = {"Max": op.maximum, "Min": op.minimum, "Sum": op.add, "Mean": op.add}[node.op_type]
+    out = ctx.expr(args[0])
+    for a in args[1:]:
+        out = step(out, ctx.expr(a))
+    if node.op_type == "Mean":
+        out = op.divide(out, ctx.scalar(len(args), out))
+    return [out]
+
+
+@rule("Where")
+def _where(ctx, node, args):
+    return [_op().where(*(ctx.expr(a) for a in args))]
+
+
+@rule("Clip")
+def _clip(ctx, node, args):
+    op = _op()
+    x = ctx.expr(args[0])
+    if len(args) > 1 and args[1] is not None:
+        x = op.maximum(x, ctx.expr(args[1]))
+    if len(args) > 2 and args[2] is not None:
+        x = op.minimum(x, ctx.expr(args[2]))
+    return [x]
+
+
+@rule("LeakyRelu")
+def _leaky(ctx, node, args):
+    op, x = _op(), ctx.expr(args[0])
+    return [op.where(op.greater_equal(x, ctx.scalar(0, x)), x, op.multiply(x, ctx.scalar(node.attr("alpha", 0.01), x)))]
+
+
+@rule("Cast")
+def _cast(ctx, node, args):
+    from ....core_ir.dtypes import to_numpy
+
+    op, x = _op(), ctx.expr(args[0])
+    dtype = np.dtype(to_numpy(node.attr("to")))
+    if dtype == np.bool_:  # any non-zero value is true
+        return [op.not_equal(x, ctx.scalar(0, x))]
+    if ctx.dtype(x).startswith("float") and np.issubdtype(dtype, np.integer):
+        x = op.trunc(x)  # toward zero, as ONNX (and C) converts
+    return [op.astype(x, str(dtype))]

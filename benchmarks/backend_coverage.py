@@ -15,7 +15,7 @@ import sys
 import time
 
 import irforge
-from irforge.backends.conformance import cases, run_suite, summary
+from irforge.testing.backend_conformance import cases, run_suite, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "docs", "backend-coverage.md")
@@ -23,7 +23,7 @@ OUT = os.path.join(HERE, "..", "docs", "backend-coverage.md")
 
 def _prepare_for(backend):
     def prepare(model):
-        prepared = irforge._prepared(model, backend)
+        prepared = irforge.prepare(model, backend)
         model.graph, model.functions = prepared.graph, prepared.functions
 
     return prepare
@@ -56,7 +56,7 @@ def main() -> None:
         "numbers (Bernoulli, RandomUniformLike, ...), so only its outputs' shapes and dtypes are compared. "
         "DFT's cases are held to an absolute tolerance of 1e-5 instead of the suite's 1e-7, on every engine: "
         "its outputs reach 540, where float32 rounds in steps of 3e-5, and its own expected outputs carry "
-        "that rounding (`irforge.backends.conformance.ATOL_FLOOR`).",
+        "that rounding (`irforge.testing.backend_conformance.ATOL_FLOOR`).",
         "",
         "| backend | pass | unsupported | wrong | error | not loaded | nondeterministic | seconds |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",

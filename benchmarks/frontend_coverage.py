@@ -87,7 +87,7 @@ def _run(suite: str, args) -> list[dict]:
 
 
 def render(data: dict) -> str:
-    from irforge.frontends.conformance import OUTCOMES
+    from irforge.testing.frontend_conformance import OUTCOMES
 
     lines = [
         "# Frontend coverage",

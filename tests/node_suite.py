@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import onnx
 
-from irforge.backends.conformance import assert_similar, cases, convert
+from irforge.testing.backend_conformance import assert_similar, cases, convert
 
 __all__ = ["assert_similar", "cases", "convert", "exclusions", "expected", "feeds", "ort_session"]
 

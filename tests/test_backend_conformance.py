@@ -12,7 +12,7 @@ import functools
 import pytest
 
 import irforge
-from irforge.backends.conformance import run_case, sample_cases, summary
+from irforge.testing.backend_conformance import run_case, sample_cases, summary
 
 PER_OP = 4
 SLICE = sample_cases(PER_OP)
@@ -22,7 +22,7 @@ PASSING_FLOOR = {"xla": 457, "tvm": 382}
 
 def _prepare_for(backend):
     def prepare(model):
-        prepared = irforge._prepared(model, backend)
+        prepared = irforge.prepare(model, backend)
         model.graph, model.functions = prepared.graph, prepared.functions
 
     return prepare

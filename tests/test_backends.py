@@ -55,7 +55,7 @@ def test_node_names_become_locations():
 
 
 def test_a_dynamic_batch_lowers_once_and_runs_at_two_sizes(monkeypatch):
-    import irforge.backends.xla as xla
+    import irforge.backends.stablehlo.xla as xla
 
     m = _example()
     assert "tensor<?x3x32x32xf32>" in irforge.emit(m, "stablehlo").data

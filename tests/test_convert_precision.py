@@ -19,7 +19,6 @@ import zoo
 from conftest import COUNTS
 
 import irforge
-from irforge.backends.conformance import sample_cases
 from irforge.backends.onnx import to_proto
 from irforge.core_ir import interpret, parse_model, print_model, verify_model
 from irforge.core_ir.clone import clone_model
@@ -28,6 +27,7 @@ from irforge.passes import PassError, PassManager
 from irforge.passes.convert_precision import ConvertPrecision
 from irforge.plugins import build_registry
 from irforge.testing import _onnxruntime_outputs, assert_rewrites
+from irforge.testing.backend_conformance import sample_cases
 
 FLOAT16_TOLERANCE = 5e-2
 BFLOAT16_TOLERANCE = 2e-2

@@ -449,7 +449,7 @@ def test_regularized_incomplete_beta_matches_jit_on_both_sides_and_at_the_edges(
 
 
 def test_singular_values_match_jit_and_vectors_match_it_up_to_sign():
-    from irforge.frontends.conformance import align_vectors
+    from irforge.testing.frontend_conformance import align_vectors
 
     def values(a, wide):
         return jnp.linalg.svd(a, compute_uv=False), jnp.linalg.svd(wide, compute_uv=False)

@@ -46,7 +46,7 @@ def test_small_integers_wrap_as_their_own_width_does():
 
 
 def test_a_node_onnxruntime_runs_as_it_is_goes_through_unchanged():
-    from irforge.backends.onnxruntime_dtypes import for_onnxruntime
+    from irforge.backends.onnx.onnxruntime_dtypes import for_onnxruntime
 
     m = _model([helper.make_node("Exp", ["x"], ["y"]), helper.make_node("Sin", ["y"], ["z"])],
                [("x", TensorProto.FLOAT16, [2])], [("z", TensorProto.FLOAT16, [2])])  # fmt: skip

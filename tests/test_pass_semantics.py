@@ -14,13 +14,13 @@ import real_models as rm
 from conftest import COUNTS
 
 import irforge
-from irforge.backends.conformance import sample_cases
 from irforge.backends.onnx import to_proto
 from irforge.core_ir import interpret, verify_model
 from irforge.core_ir.fingerprint import model_fingerprint
 from irforge.passes.manager import PassManager
 from irforge.plugins import build_registry
 from irforge.testing import SemanticsChangedError, assert_close
+from irforge.testing.backend_conformance import sample_cases
 
 REGISTRY = build_registry(discover=False)
 CHANGES_DIGITS = {"convert-precision"}

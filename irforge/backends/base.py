@@ -165,6 +165,12 @@ class Backend:
         raise NotImplementedError
 
 
+def io_names(model: Model) -> tuple[list[str], list[str]]:
+    """The names of the graph inputs a caller feeds (initializers are not fed) and of its outputs."""
+    ins = [v.name for v in model.graph.inputs if not v.is_initializer()]
+    return ins, [v.name for v in model.graph.outputs]
+
+
 def type_problem(t, dtypes) -> str | None:
     """Why a value of type ``t`` cannot be lowered by a backend taking element types ``dtypes``."""
     from ..core_ir.dtypes import short_name

@@ -57,10 +57,11 @@ def irforge_register_pipelines() -> list[tuple[str, str]]:
 
 @hookimpl
 def irforge_register_backends() -> list[tuple[str, object]]:
-    from ..backends.runtimes import OnnxRuntimeBackend, ReferenceBackend
+    from ..backends.onnx.onnxruntime import OnnxRuntimeBackend
+    from ..backends.reference import ReferenceBackend
     from ..backends.stablehlo import StableHLOBackend
+    from ..backends.stablehlo.xla import XLABackend
     from ..backends.tvm import TVMBackend
-    from ..backends.xla import XLABackend
 
     return [(b.name, b) for b in (ReferenceBackend(), OnnxRuntimeBackend(), StableHLOBackend(), XLABackend(),
                                   TVMBackend())]  # fmt: skip

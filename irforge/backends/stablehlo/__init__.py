@@ -32,7 +32,7 @@ class StableHLOBackend(Backend):
         return Artifact("stablehlo", lowered.text, lowered)
 
     def compile(self, model: Model, device: str = "cpu") -> Executable:
-        from ..xla import XLABackend
+        from .xla import XLABackend
 
         return XLABackend().compile(model, device)
 

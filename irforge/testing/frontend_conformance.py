@@ -189,8 +189,8 @@ def run_torch_sample(op, sample, index: int, backends: Sequence[str], peer: bool
     """Export one OpInfo sample, import it, run it on ``backends`` (and the peer exporter)."""
     import torch
 
-    from .common import UnsupportedOpsError
-    from .torch import import_program
+    from ..frontends.common import UnsupportedOpsError
+    from ..frontends.torch import import_program
 
     result = SampleResult(torch_op_name(op), index)
     engines = [*backends, *(["peer"] if peer else [])]
@@ -365,8 +365,8 @@ def run_jax_harness(h, backends: Sequence[str] = ("reference",), peer: bool = Fa
     """One harness: jit it for the expected outputs, import it with :func:`from_jax`, run ``backends``."""
     import jax
 
-    from .common import UnsupportedOpsError
-    from .jax import from_jax
+    from ..frontends.common import UnsupportedOpsError
+    from ..frontends.jax import from_jax
 
     result = SampleResult(h.group_name, 0)
     result.details["name"] = h.fullname

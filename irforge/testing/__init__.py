@@ -16,16 +16,16 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .core_ir.clone import clone_model
-from .core_ir.dtypes import TOLERANCES
-from .core_ir.errors import IrforgeError
-from .core_ir.graph import Graph
-from .core_ir.interpreter import interpret
-from .core_ir.model import Model
-from .core_ir.parser import parse
-from .core_ir.printer import print_model
-from .core_ir.types import TensorType
-from .core_ir.verifier import verify_model
+from ..core_ir.clone import clone_model
+from ..core_ir.dtypes import TOLERANCES
+from ..core_ir.errors import IrforgeError
+from ..core_ir.graph import Graph
+from ..core_ir.interpreter import interpret
+from ..core_ir.model import Model
+from ..core_ir.parser import parse
+from ..core_ir.printer import print_model
+from ..core_ir.types import TensorType
+from ..core_ir.verifier import verify_model
 
 
 class SemanticsChangedError(IrforgeError, AssertionError):
@@ -40,10 +40,10 @@ def _as_model(model: Model | Graph | str) -> Model:
 
 
 def _run(pipeline: str, model: Model, passes: Sequence[type]) -> bool:
-    from .passes import PassManager, VerifyEach
-    from .plugins import default_registry
+    from ..api import registry as installed
+    from ..passes import PassManager, VerifyEach
 
-    registry = default_registry()
+    registry = installed()
     known = {**registry.runnable, **{cls.name: cls for cls in passes}}
     return PassManager.parse(pipeline, known, pipelines=registry.pipelines, instruments=[VerifyEach()]).run(model)
 
@@ -63,7 +63,7 @@ def assert_rewrites(pipeline: str, before: str, after: str, *, passes: Sequence[
 def random_feeds(model: Model, seed: int = 0, symbolic: int = 2) -> dict[str, np.ndarray]:
     """Seeded random inputs for every graph input that is not an initializer; symbolic dims take
     the size ``symbolic``."""
-    from .core_ir.dtypes import to_numpy
+    from ..core_ir.dtypes import to_numpy
 
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -107,7 +107,7 @@ def _onnxruntime_outputs(model: Model, feeds: Mapping[str, np.ndarray]) -> list 
         import onnxruntime as ort
     except ImportError:
         return None
-    from .backends.onnx import to_proto
+    from ..backends.onnx import to_proto
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -11,29 +11,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .core_ir.errors import IrforgeError, VerificationError
-from .passes.lower_fused import TARGETS as LOWERING_TARGETS
-
-
-def _load(path: str):
-    """An ``.onnx`` file, or IR text (``.irf``, e.g. a crash reproducer)."""
-    if path.endswith(".irf"):
-        from .core_ir.parser import parse_model
-
-        try:
-            with open(path, encoding="utf-8") as f:
-                return parse_model(f, source=path)
-        except OSError as e:
-            raise IrforgeError(f"{path}: cannot read: {e.strerror}") from None
-        except UnicodeDecodeError as e:
-            raise IrforgeError(f"{path}: not UTF-8 text at byte {e.start}; IR text files are UTF-8") from None
-    from .frontends.onnx import load
-
-    return load(path)
+from ..api import load as _load
+from ..core_ir.errors import IrforgeError, VerificationError
+from ..passes.levels import LEVEL_NAMES
 
 
 def cmd_print(args: argparse.Namespace) -> int:
-    from .core_ir.printer import write_model
+    from ..core_ir.printer import write_model
 
     model = _load(args.model)
     elide = None if args.full else args.elide
@@ -46,8 +30,8 @@ def cmd_print(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .core_ir.verifier import verify_model
-    from .plugins import default_registry
+    from ..api import registry as default_registry
+    from ..core_ir.verifier import verify_model
 
     default_registry()  # the kernels of custom ops (onnxruntime's contrib ops, plugins' ops) count as known
     model = _load(args.model)
@@ -65,18 +49,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _pipeline_text(args: argparse.Namespace) -> str:
     """The pipeline ``-O N`` or ``--pipeline`` names, ending in ``--target``'s lowering."""
-    from .passes.levels import with_target
+    from ..api import pipeline_text
 
     if args.level is not None and args.pipeline:
         raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
-    return with_target(args.pipeline or f"O{args.level or 0}", args.target)
+    return pipeline_text(args.pipeline or f"O{args.level or 0}", args.target)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .backends.onnx import save
-    from .core_ir.verifier import verify_model
-    from .passes import PassContext, PassManager
-    from .passes import instrumentation as ins
+    from ..backends.onnx import save
+    from ..core_ir.verifier import verify_model
+    from ..passes import PassContext, PassManager
+    from ..passes import instrumentation as ins
 
     text = _pipeline_text(args)
     timing, statistics = ins.Timing(), ins.Statistics()
@@ -90,7 +74,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         instruments.append(ins.PrintIR(names, only_changed=not args.print_ir_always))
     checker = None
     if args.validate_rewrites:
-        from .core_ir.rewrite_check import RewriteChecker
+        from ..core_ir.rewrite_check import RewriteChecker
 
         checker = RewriteChecker()
     pm = PassManager.parse(text, instruments=instruments, keep_going=args.keep_going,
@@ -101,7 +85,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     model = _load(args.input)
     recorder = None
     if args.viz:
-        from .irviz import Recorder
+        from ..irviz import Recorder
 
         recorder = Recorder(model)
         pm.instruments.insert(0, recorder)
@@ -116,7 +100,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if args.debug_rewrites and pm.pipeline.passes:
             _print_rewrites(ctx.rewrite_log)
         if recorder is not None:  # a failed run's timeline too: up to the pass that failed
-            from .irviz import write_report
+            from ..irviz import write_report
 
             write_report(recorder, args.viz, title=os.path.basename(args.input))
     if pm.pipeline.passes:
@@ -139,7 +123,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    from .passes.bisect import bisect
+    from ..passes.bisect import bisect
 
     text = _pipeline_text(args)
     model = _load(args.model)
@@ -165,7 +149,7 @@ def _print_rewrites(log) -> None:
 
 
 def cmd_passes(args: argparse.Namespace) -> int:
-    from .plugins import default_registry
+    from ..api import registry as default_registry
 
     reg = default_registry()
     for name in sorted(reg.passes):
@@ -184,8 +168,8 @@ def cmd_passes(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from .plugins import default_registry
-    from .plugins.registry import DISABLE_ENV
+    from ..api import registry as default_registry
+    from ..plugins.registry import DISABLE_ENV
 
     reg = default_registry()
     if not reg.plugins:
@@ -204,8 +188,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 def _versions() -> str:
     import importlib.metadata as md
 
-    from . import __version__
-    from .plugins.hookspecs import ENTRY_POINT_GROUP
+    from .. import __version__
+    from ..plugins.hookspecs import ENTRY_POINT_GROUP
 
     def version(dist: str) -> str:
         try:
@@ -235,12 +219,55 @@ class _PluginFlag(argparse.Action):
     """``-p no:NAME`` turns a plugin off for this run, as pytest spells it."""
 
     def __call__(self, parser, namespace, value, option_string=None):
-        from .plugins.registry import DISABLE_ENV
+        from ..plugins.registry import DISABLE_ENV
 
         if not value.startswith("no:") or not value[3:]:
             parser.error(f"-p wants no:NAME (turn plugin NAME off), got {value!r}")
         names = [n for n in os.environ.get(DISABLE_ENV, "").split(",") if n]
         os.environ[DISABLE_ENV] = ",".join([*names, value[3:]])
+
+
+class LazyChoices(Sequence):
+    """Choices read from the plugin registry when argparse first asks (after ``-p no:NAME`` has
+    turned plugins off), so that a plugin's backend is a choice like a built-in one."""
+
+    armed = False
+    """False while the parser is built (argparse formats choices then): nothing is read before
+    the command line is."""
+
+    def __init__(self, read):
+        self._read, self._items = read, None
+
+    def _all(self) -> list[str]:
+        if not LazyChoices.armed:
+            return []
+        if self._items is None:
+            self._items = list(self._read())
+        return self._items
+
+    def __getitem__(self, i):
+        return self._all()[i]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __contains__(self, item) -> bool:
+        return item in self._all()
+
+
+def _backend(name: str):
+    from ..api import backend
+
+    return backend(name)
+
+
+def _backend_names() -> list[str]:
+    from ..api import backend_names
+
+    return backend_names()
+
+
+_BACKEND_NAMES = LazyChoices(_backend_names)
 
 
 def _irforge_parser() -> argparse.ArgumentParser:
@@ -261,10 +288,10 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op = sub.add_parser("optimize", help="run an optimization level or a pipeline on a model")
     op.add_argument("input", help="an .onnx file")
     op.add_argument("-o", "--output", required=True, help="where to write the result")
-    op.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"],
+    op.add_argument("-O", dest="level", default=None, choices=LEVEL_NAMES,
                     help="optimization level (default 0: load, verify, save; see `irforge passes`)")  # fmt: skip
     op.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. 'topological-sort,dce'")
-    op.add_argument("--target", choices=LOWERING_TARGETS,
+    op.add_argument("--target", choices=_BACKEND_NAMES,
                     help="end with this backend's lowering of the fused ops (lower-fused{target=...})")  # fmt: skip
     op.add_argument("--timing", action="store_true", help="print the time each pass took")
     op.add_argument("--debug-rewrites", action="store_true",
@@ -290,9 +317,9 @@ def _irforge_parser() -> argparse.ArgumentParser:
     op.set_defaults(func=cmd_optimize)
     bi = sub.add_parser("bisect", help="find the first pass, then the first rewrite, after which the outputs differ")
     bi.add_argument("model", help="an .onnx file or irforge IR text (.irf)")
-    bi.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"], help="optimization level")
+    bi.add_argument("-O", dest="level", default=None, choices=LEVEL_NAMES, help="optimization level")
     bi.add_argument("--pipeline", metavar="TEXT", help="passes to run, e.g. '-O3' or 'fuse-gelu,cse'")
-    bi.add_argument("--target", choices=LOWERING_TARGETS, help="end with this backend's lowering of the fused ops")
+    bi.add_argument("--target", choices=_BACKEND_NAMES, help="end with this backend's lowering of the fused ops")
     bi.add_argument("--inputs", metavar="FEEDS.npz", help="the model's inputs by name (default: seeded random values)")
     bi.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     bi.add_argument("--precision", choices=["float16", "bfloat16", "float32", "float64"],
@@ -302,8 +329,8 @@ def _irforge_parser() -> argparse.ArgumentParser:
     ps.set_defaults(func=cmd_passes)
     pl = sub.add_parser("plugins", help="list the installed plugins, what each registered, and the ones that failed")
     pl.set_defaults(func=cmd_plugins)
-    from .cli_backends import add_parsers
-    from .cli_frontends import add_parsers as add_frontend_parsers
+    from .importing import add_parsers as add_frontend_parsers
+    from .run import add_parsers
 
     add_frontend_parsers(sub)
     add_parsers(sub)
@@ -320,8 +347,8 @@ def _one_line_warnings(prog: str) -> None:
         print(f"{prog}: warning: {text}", file=file or sys.stderr)
 
     warnings.showwarning = show
-    from .passes import OscillationWarning, PassSkippedWarning, RewriteRejectedWarning
-    from .plugins import PluginWarning
+    from ..passes import OscillationWarning, PassSkippedWarning, RewriteRejectedWarning
+    from ..plugins import PluginWarning
 
     for category in (PassSkippedWarning, OscillationWarning, PluginWarning):
         warnings.simplefilter("always", category)  # every skipped pass is worth its own line
@@ -344,6 +371,7 @@ def _pipeline_values(argv: Sequence[str]) -> list[str]:
 
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     _one_line_warnings(parser.prog)
+    LazyChoices.armed = True
     args = parser.parse_args(_pipeline_values(sys.argv[1:] if argv is None else argv))
     if getattr(args, "func", None) is None:
         parser.print_help()
@@ -369,7 +397,7 @@ def irforge_main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_irviz(args: argparse.Namespace) -> int:
-    from . import irviz
+    from .. import irviz
 
     if args.level is not None and args.pipeline:
         raise IrforgeError("give either -O<level> or --pipeline, not both (a pipeline may name O1, O2, ...)")
@@ -379,7 +407,8 @@ def cmd_irviz(args: argparse.Namespace) -> int:
     output = args.output or os.path.splitext(os.path.basename(args.model))[0] + f".{fmt}"
     pipeline = args.pipeline or (f"O{args.level}" if args.level is not None else None)
     model = _load(args.model)
-    written = irviz.write_report(model, output, pipeline, format=fmt, step=args.step, target=args.target,
+    written = irviz.write_report(model, output, pipeline, format=fmt, step=args.step,
+                                     target=None if args.target is None else _backend(args.target),
                                  title=args.title or os.path.basename(args.model), overlays=args.overlay,
                                  focus=args.focus, depth=2 if args.depth is None else args.depth)  # fmt: skip
     print(f"{args.model} -> {written}")
@@ -394,10 +423,10 @@ def _irviz_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("model", help="an .onnx file or irforge IR text (.irf)")
     p.add_argument("-o", "--output", help="where to write (default: the model's name with the format's extension)")
-    p.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"],
+    p.add_argument("-O", dest="level", default=None, choices=LEVEL_NAMES,
                    help="record this optimization level's passes, step by step")  # fmt: skip
     p.add_argument("--pipeline", metavar="TEXT", help="record these passes, step by step (e.g. '-O2' or 'cse,dce')")
-    p.add_argument("--target", choices=LOWERING_TARGETS, help="end with this backend's lowering of the fused ops")
+    p.add_argument("--target", choices=_BACKEND_NAMES, help="end with this backend's lowering of the fused ops")
     p.add_argument("--format", choices=["html", "dot", "svg", "png"],
                    help="html (default; or from the output's extension), or one step through Graphviz")  # fmt: skip
     p.add_argument("--step", type=int, default=-1, help="for dot/svg/png: which step (default: the last)")
@@ -413,7 +442,3 @@ def _irviz_parser() -> argparse.ArgumentParser:
 
 def irviz_main(argv: Sequence[str] | None = None) -> int:
     return _run(_irviz_parser(), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(irforge_main())

@@ -1,5 +1,5 @@
-"""The two engines every result is checked against, as backends: ``reference`` (irforge's own
-interpreter over ONNX's reference kernels) and ``onnxruntime`` (the model written back to ONNX)."""
+"""The onnxruntime backend: the model written back to ONNX and run by onnxruntime's CPU provider,
+the engine (with the reference interpreter) every result is checked against."""
 
 from __future__ import annotations
 
@@ -7,35 +7,9 @@ import time
 
 import numpy as np
 
-from ..core_ir.errors import MissingExtraError
-from ..core_ir.interpreter import Interpreter
-from ..core_ir.model import Model
-from .base import Artifact, Backend, Executable, Unsupported, kept_framework_ops
-
-
-def _names(model: Model) -> tuple[list[str], list[str]]:
-    ins = [v.name for v in model.graph.inputs if not v.is_initializer()]
-    return ins, [v.name for v in model.graph.outputs]
-
-
-class ReferenceBackend(Backend):
-    """Runs any model the interpreter has kernels for: slow, and the semantic oracle."""
-
-    name = "reference"
-    lowering = "lower-fused{target=reference},cse,dce"
-
-    def unsupported(self, model: Model) -> list[Unsupported]:
-        return kept_framework_ops(model)
-
-    def compile(self, model: Model, device: str = "cpu") -> Executable:
-        t0 = time.perf_counter()
-        interp = Interpreter(model)  # the model: its local functions run too
-        ins, outs = _names(model)
-
-        def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-            return [np.asarray(o) for o in interp.run(dict(zip(ins, arrays, strict=True)))]
-
-        return Executable(self.name, run, ins, outs, time.perf_counter() - t0)
+from ...core_ir.errors import MissingExtraError
+from ...core_ir.model import Model
+from ..base import Artifact, Backend, Executable, Unsupported, io_names, kept_framework_ops
 
 
 class OnnxRuntimeBackend(Backend):
@@ -49,7 +23,7 @@ class OnnxRuntimeBackend(Backend):
         return kept_framework_ops(model)
 
     def lower(self, model: Model, target: str | None = None) -> Artifact:
-        from .onnx import to_bytes
+        from . import to_bytes
 
         return Artifact("onnx", to_bytes(model))
 
@@ -61,7 +35,7 @@ class OnnxRuntimeBackend(Backend):
         from .onnxruntime_dtypes import for_onnxruntime, to_bfloat16, to_float32
 
         t0 = time.perf_counter()
-        ins, outs = _names(model)
+        ins, outs = io_names(model)
         model, fed, returned = for_onnxruntime(model)
         fed = {ins.index(name) for name in fed}
         returned = {outs.index(name) for name in returned}

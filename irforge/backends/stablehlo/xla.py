@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core_ir.model import Model
-from .base import Artifact, Backend, BackendError, Executable, Unsupported, static_input_shapes
-from .stablehlo import StableHLOBackend, find_unsupported, jax_context, lower
-from .stablehlo.lowering import ShapeDependentError
-from .static_operands import static_inputs
+from ...core_ir.model import Model
+from ..base import Artifact, Backend, BackendError, Executable, Unsupported, static_input_shapes
+from ..static_operands import static_inputs
+from .lowering import ShapeDependentError, find_unsupported, jax_context, lower
+from .rules import RULES
 
 _CACHE: dict[tuple, Any] = {}
 _LOCK = threading.Lock()
@@ -34,7 +34,7 @@ class XLABackend(Backend):
     expands_functions = True
 
     def supported_ops(self) -> set[tuple[str, str]]:
-        return StableHLOBackend().supported_ops()
+        return RULES.supported_ops()
 
     def unsupported(self, model: Model) -> list[Unsupported]:
         return find_unsupported(model)
@@ -157,7 +157,7 @@ def _as_input(a: np.ndarray, spec) -> np.ndarray:
 def _concrete_specs(lowered, model: Model, dims: dict[str, int]):
     import jax
 
-    from ..core_ir.dtypes import to_numpy
+    from ...core_ir.dtypes import to_numpy
 
     shapes = static_input_shapes(model, dims, "HLO")
     types = {v.name: v.type for v in model.graph.inputs}

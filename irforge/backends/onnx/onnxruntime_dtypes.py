@@ -17,14 +17,14 @@ import functools
 import numpy as np
 import onnx
 
-from ..core_ir.builder import NameGenerator
-from ..core_ir.clone import clone_model
-from ..core_ir.dtypes import DataType
-from ..core_ir.graph import Graph
-from ..core_ir.model import Model
-from ..core_ir.node import Node
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
+from ...core_ir.builder import NameGenerator
+from ...core_ir.clone import clone_model
+from ...core_ir.dtypes import DataType
+from ...core_ir.graph import Graph
+from ...core_ir.model import Model
+from ...core_ir.node import Node
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
 
 WIDER = {DataType.BFLOAT16: DataType.FLOAT, DataType.FLOAT16: DataType.FLOAT, DataType.INT8: DataType.INT32,
          DataType.UINT8: DataType.INT32, DataType.INT16: DataType.INT32, DataType.UINT16: DataType.INT32}  # fmt: skip
@@ -41,8 +41,8 @@ def for_onnxruntime(model: Model) -> tuple[Model, list[str], list[str]]:
     float32 instead of bfloat16."""
     if not _mentions_narrow(model):
         return model, [], []
-    from ..passes import PassManager
-    from ..passes.shape_inference import ShapeInference
+    from ...passes import PassManager
+    from ...passes.shape_inference import ShapeInference
 
     model = clone_model(model)
     PassManager.from_passes([ShapeInference()]).run(model)  # every node's result dtype, to round back to
@@ -77,7 +77,7 @@ def _needs_widening(n: Node, opset: int) -> bool:
 
 def _probe(n: Node, types: dict[str, DataType | None], opset: int) -> bytes:
     """A one-node model of ``n`` at its input types, serialized (the cache key)."""
-    from ..core_ir.serde import Serializer
+    from ...core_ir.serde import Serializer
 
     node = onnx.NodeProto()
     Serializer().node(n, node)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from .base import Backend, UnsupportedError
+from ..backends.base import Backend, UnsupportedError
 
 OUTCOMES = ("pass", "unsupported", "wrong", "error", "not-loaded", "nondeterministic")
 RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli",

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from .core_ir.errors import IrforgeError
+from ..core_ir.errors import IrforgeError
 
 
 def _factory(spec: str):

@@ -9,12 +9,13 @@ import time
 
 import numpy as np
 
-from .core_ir.errors import IrforgeError
+from ..core_ir.errors import IrforgeError
+from ..passes.levels import LEVEL_NAMES
 
 
 def _prepare(args: argparse.Namespace):
-    from .cli import _load
-    from .passes import PassManager
+    from ..api import load as _load
+    from ..passes import PassManager
 
     model = _load(args.model)
     if args.level:
@@ -37,13 +38,13 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
     model = _prepare(args)
     if args.check_only:
-        from .plugins import default_registry
+        from ..api import registry as default_registry
 
         owner = next((b for b in default_registry().backends.values() if args.target in b.targets), None)
         if owner is None:
             print(f"{args.model}: the onnx target takes every model")
             return 0
-        problems = owner.unsupported(irforge._prepared(model, owner))
+        problems = owner.unsupported(irforge.prepare(model, owner))
         if not problems:
             print(f"{args.model}: the {owner.name} backend can lower every op of this model")
             return 0
@@ -65,7 +66,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 
 def _inputs(args: argparse.Namespace, model) -> dict[str, np.ndarray]:
-    from .core_ir.dtypes import to_numpy
+    from ..core_ir.dtypes import to_numpy
 
     inputs = [v for v in model.graph.inputs if not v.is_initializer()]
     if args.inputs:
@@ -134,7 +135,7 @@ def _write_node_errors(model, args: argparse.Namespace, feeds: dict[str, np.ndar
 
     import irforge
 
-    from .core_ir.clone import clone_model
+    from ..core_ir.clone import clone_model
 
     if args.backend == "reference":
         raise IrforgeError("--node-errors compares a backend with the reference: give --backend")
@@ -179,17 +180,27 @@ def _max_diff(a, b) -> float:
     return float(np.max(np.where(both_nan, 0, d), initial=0))
 
 
-TARGETS = ["onnx", "stablehlo", "stablehlo-bytecode", "hlo", "hlo-optimized", "relax"]
-BACKENDS = ["reference", "onnxruntime", "xla", "tvm"]
+def _emit_targets() -> list[str]:
+    from ..api import emit_targets
+
+    return emit_targets()
+
+
+def _backend_names() -> list[str]:
+    from ..api import backend_names
+
+    return backend_names()
 
 
 def add_parsers(sub) -> None:
+    from .main import LazyChoices
+
     em = sub.add_parser("emit", help="write a model as a compiler's input (StableHLO, HLO, ONNX)")
     em.add_argument("model", help="an .onnx file (or .irf text)")
-    em.add_argument("--target", default="stablehlo", metavar="TARGET",
-                    help=f"one of {', '.join(TARGETS)} or a plugin backend's (default stablehlo)")  # fmt: skip
+    em.add_argument("--target", default="stablehlo", choices=LazyChoices(_emit_targets),
+                    help="what to write (default stablehlo); a plugin backend adds its own")  # fmt: skip
     em.add_argument("-o", "--output", help="write here (default: text to stdout)")
-    em.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"], help="optimize first")
+    em.add_argument("-O", dest="level", default=None, choices=LEVEL_NAMES, help="optimize first")
     em.add_argument("--check-only", action="store_true",
                     help="list every op the target cannot take (exit 1 if any), write nothing")  # fmt: skip
     em.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
@@ -197,9 +208,10 @@ def add_parsers(sub) -> None:
     em.set_defaults(func=cmd_emit)
     rn = sub.add_parser("run", help="compile a model for a backend, run it, compare with the reference")
     rn.add_argument("model", help="an .onnx file (or .irf text)")
-    rn.add_argument("--backend", default="xla", metavar="NAME", help=f"one of {', '.join(BACKENDS)} or a plugin's")
+    rn.add_argument("--backend", default="xla", choices=LazyChoices(_backend_names),
+                    help="the backend to compile for (default xla); a plugin's is one of them")  # fmt: skip
     rn.add_argument("--device", default="cpu", help="cpu or gpu (xla)")
-    rn.add_argument("-O", dest="level", default=None, choices=["0", "1", "2", "3"], help="optimize first")
+    rn.add_argument("-O", dest="level", default=None, choices=LEVEL_NAMES, help="optimize first")
     given = rn.add_mutually_exclusive_group()
     given.add_argument("--inputs", metavar="FILE.npz", help="the inputs, one array per input name")
     given.add_argument("--random", action="store_true", help="seeded random inputs (the default)")

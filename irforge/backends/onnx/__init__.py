@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..core_ir.dtypes import DataType
-from ..core_ir.errors import ExportError
-from ..core_ir.model import Model
-from ..core_ir.serde import Serializer, tensor_to_proto
-from ..core_ir.tensors import ExternalTensor, ProtoTensor, TensorData, nbytes
+from ...core_ir.dtypes import DataType
+from ...core_ir.errors import ExportError
+from ...core_ir.model import Model
+from ...core_ir.serde import Serializer, tensor_to_proto
+from ...core_ir.tensors import ExternalTensor, ProtoTensor, TensorData, nbytes
 
 PROTO_LIMIT = 2**31 - 1
 """Protobuf cannot serialize a message of 2 GiB or more: larger models need external data."""
@@ -82,7 +82,7 @@ def _raw_bytes(t: TensorData):
 
 
 def _bits(dtype: int) -> int:
-    from ..core_ir.dtypes import bit_width
+    from ...core_ir.dtypes import bit_width
 
     return bit_width(dtype)
 

@@ -20,7 +20,9 @@ import onnx
 
 from ..backends.base import Backend, UnsupportedError
 
-OUTCOMES = ("pass", "unsupported", "wrong", "error", "not-loaded", "nondeterministic")
+OUTCOMES = ("pass", "unsupported", "refused-late", "wrong", "error", "not-loaded", "nondeterministic")
+"""*refused-late*: the backend accepted the model up front (``unsupported()`` empty) and then
+refused it while compiling or running: its checks and its rules disagree, a bug."""
 RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli",
                         "Multinomial"})  # fmt: skip
 """A case holding one of these draws numbers no other engine draws: only its outputs' shapes and
@@ -114,7 +116,7 @@ def run_case(backend: Backend, name: str, prepare: Callable | None = None) -> Ca
     try:
         exe = backend.compile(model)
     except UnsupportedError as e:
-        return CaseResult(name, op, "unsupported", "; ".join(p.why for p in e.problems)[:300])
+        return CaseResult(name, op, "refused-late", "; ".join(p.why for p in e.problems)[:300])
     except Exception as e:
         return CaseResult(name, op, "error", f"compile: {type(e).__name__}: {e}"[:300])
     random = any(n.op_type in RANDOM_OPS and not n.domain for g in model.graph.all_graphs() for n in g)
@@ -124,7 +126,7 @@ def run_case(backend: Backend, name: str, prepare: Callable | None = None) -> Ca
             with np.errstate(all="ignore"):
                 got = exe(*feeds)
         except UnsupportedError as e:
-            return CaseResult(name, op, "unsupported", "; ".join(p.why for p in e.problems)[:300])
+            return CaseResult(name, op, "refused-late", "; ".join(p.why for p in e.problems)[:300])
         except Exception as e:
             return CaseResult(name, op, "error", f"run: {type(e).__name__}: {e}"[:300])
         want = [convert(o) for o in outputs]

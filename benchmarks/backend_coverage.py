@@ -65,7 +65,8 @@ def main() -> None:
     ]
     for b in args.backends:
         s = summary(list(results[b].values()))
-        lines.append(f"| {b} | {s['pass']} | {s['unsupported']} | {s['refused-late']} | {s['wrong']} | {s['error']} | {s['not-loaded']} "
+        lines.append(f"| {b} | {s['pass']} | {s['unsupported']} | {s['refused-late']} "
+                     f"| {s['wrong']} | {s['error']} | {s['not-loaded']} "
                      f"| {s['nondeterministic']} | {seconds[b]:.0f} |")  # fmt: skip
     lines += ["", f"Per op (the op a case tests is its last node's). Reasons are {first}'s.", ""]
     lines.append("| op | cases | " + " | ".join(f"{b} pass" for b in args.backends) + f" | why not, on {first} |")

@@ -61,8 +61,8 @@ def test_no_import_cycle_spans_two_top_level_subpackages():
             if _layer(mod) != _layer(t):
                 layers.add_edge(_layer(mod), _layer(t), example=(mod, t))
     cycles = list(nx.simple_cycles(layers))
-    described = [" -> ".join(f"{a} ({layers.edges[a, b]['example'][0]})" for a, b in zip(c, [*c[1:], c[0]], strict=True))
-                 for c in cycles]  # fmt: skip
+    described = [" -> ".join(f"{a} ({layers.edges[a, b]['example'][0]})"
+                             for a, b in zip(c, [*c[1:], c[0]], strict=True)) for c in cycles]  # fmt: skip
     assert not cycles, described
 
 
@@ -81,7 +81,8 @@ def test_no_backend_imports_another_backend():
 
 def test_only_the_api_the_cli_and_the_registry_import_plugins():
     allowed = {"plugins", "api", "cli"}
-    wrong = sorted((m, t) for m, ts in IMPORTS.items() for t in ts if _layer(t) == "plugins" and _layer(m) not in allowed)
+    wrong = sorted((m, t) for m, ts in IMPORTS.items() for t in ts
+                   if _layer(t) == "plugins" and _layer(m) not in allowed)  # fmt: skip
     assert not wrong, wrong
 
 

@@ -37,7 +37,7 @@ from ..ops.traits import elementwise_ops
 from .base import Pass, PassContext, PassError, PassResult, run_patterns
 from .canonicalize import PATTERNS as CANONICAL
 from .fuse_activation import CHANNELS_LAST, explicit_attrs, overload
-from .fused_ops import DOMAIN, add_fused_functions, onnx_opset, register_body
+from .fused_ops import DOMAIN, add_fused_functions, onnx_opset
 from .inline_functions import _inline
 
 TO_NHWC = (0, 2, 3, 1)
@@ -155,8 +155,8 @@ def _pool_function(op_type: str):
     return build
 
 
-for _pool in _POOL_ATTRS:
-    register_body(_pool, _pool_function(_pool))
+BODIES = [(pool, _pool_function(pool)) for pool in _POOL_ATTRS]
+"""The channels-last pools this pass makes, with their decompositions (registered by the built-in plugin)."""
 
 
 # -- cancel-transposes ------------------------------------------------------------------------

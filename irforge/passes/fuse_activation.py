@@ -19,6 +19,7 @@ reference interpreter takes neither defaults nor omitted inputs of functions.  C
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from ..core_ir.node import Node
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
-from .fused_ops import DOMAIN, gelu_body, onnx_opset, register_body, run_fusion, scalar_like
+from .fused_ops import DOMAIN, gelu_body, onnx_opset, run_fusion, scalar_like
 
 FUSED_OPS = {"Conv": "FusedConv", "Gemm": "FusedGemm", "MatMul": "FusedMatMul"}
 _ATTRS: dict[str, tuple[tuple[str, AttrKind], ...]] = {
@@ -267,8 +268,8 @@ def _function(op_type: str, ov: str, opset: int) -> Function:
     return Function(DOMAIN, op_type, g, attributes=formals, overload=ov, doc_string=doc)
 
 
-for _op in FUSED_OPS.values():
-    register_body(_op, lambda ov, opset, op=_op: _function(op, ov, opset))
+BODIES = [(op, functools.partial(_function, op)) for op in FUSED_OPS.values()]
+"""The fused ops this pass makes, with their decompositions (registered by the built-in plugin)."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ..core_ir.pattern import Match, Pattern
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
-from .fused_ops import DOMAIN, only_read_inside, register_body, run_fusion
+from .fused_ops import DOMAIN, only_read_inside, run_fusion
 
 _SWAP_LAST = [0, 1, 3, 2]
 _ABSORBING = 1e30
@@ -174,7 +174,8 @@ def _function(overload: str, opset: int) -> Function:
     return Function(DOMAIN, "Attention", g, attributes=["scale"], overload=overload, doc_string=doc)
 
 
-register_body("Attention", _function)
+BODIES = [("Attention", _function)]
+"""The fused op this pass makes, with its decomposition (registered by the built-in plugin)."""
 
 
 @dataclass(frozen=True)

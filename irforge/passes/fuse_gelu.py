@@ -24,7 +24,7 @@ from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
-from .fused_ops import DOMAIN, gelu_body, only_read_inside, onnx_opset, register_body, run_fusion
+from .fused_ops import DOMAIN, gelu_body, only_read_inside, onnx_opset, run_fusion
 
 _CONSTANTS = {"half": 0.5, "one": 1.0, "cubic": 0.044715, "sqrt2pi": float(np.sqrt(2 / np.pi))}
 
@@ -121,7 +121,8 @@ def _function(overload: str, opset: int) -> Function:
     return Function(DOMAIN, "Gelu", g, attributes=["approximate"], overload=overload, doc_string=doc)
 
 
-register_body("Gelu", _function)
+BODIES = [("Gelu", _function)]
+"""The fused op this pass makes, with its decomposition (registered by the built-in plugin)."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
-from .fused_ops import DOMAIN, only_read_inside, onnx_opset, register_body, run_fusion
+from .fused_ops import DOMAIN, only_read_inside, onnx_opset, run_fusion
 
 
 def _axes(m: Match, node_index: int, rank: int) -> list[int] | None:
@@ -219,7 +219,8 @@ def _skip_function(overload: str, opset: int) -> Function:
     return Function(DOMAIN, "SkipLayerNormalization", g, attributes=["epsilon"], overload=overload, doc_string=doc)
 
 
-register_body("SkipLayerNormalization", _skip_function)
+BODIES = [("SkipLayerNormalization", _skip_function)]
+"""The fused op this pass makes, with its decomposition (registered by the built-in plugin)."""
 
 
 @dataclass(frozen=True)

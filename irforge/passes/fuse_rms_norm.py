@@ -25,7 +25,7 @@ from ..core_ir.model import Function
 from ..core_ir.pattern import Match, Pattern
 from ..core_ir.value import Value
 from .base import Pass, PassContext, PassResult
-from .fused_ops import DOMAIN, only_read_inside, onnx_opset, register_body, run_fusion
+from .fused_ops import DOMAIN, only_read_inside, onnx_opset, run_fusion
 
 
 def _last_axis_mean(m: Match) -> bool:
@@ -167,7 +167,8 @@ def _function(overload: str, opset: int) -> Function:
     return Function(DOMAIN, "RMSNormalization", g, attributes=["epsilon"], overload=overload, doc_string=doc)
 
 
-register_body("RMSNormalization", _function)
+BODIES = [("RMSNormalization", _function)]
+"""The fused op this pass makes, with its decomposition (registered by the built-in plugin)."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from ..passes.cancel_reshapes import CancelReshapes
 from ..passes.canonicalize import PATTERNS, Canonicalize
 from ..passes.combine_parallel_matmul import CombineParallelMatMul
 from ..passes.constant_fold import ConstantFold
+from ..passes.convert_layout import BODIES as POOL_BODIES
 from ..passes.convert_layout import CancelTransposes, ConvertLayout
 from ..passes.convert_precision import ConvertPrecision
 from ..passes.cse import CommonSubexpressionElimination
@@ -13,17 +14,22 @@ from ..passes.dce import DeadCodeElimination
 from ..passes.expand_functions import ExpandFunctions
 from ..passes.fold_matmul_scale import FoldMatMulScale
 from ..passes.freeze_initializers import FreezeInitializers
+from ..passes.fuse_activation import BODIES as ACTIVATION_BODIES
 from ..passes.fuse_activation import FuseActivation
+from ..passes.fuse_attention import BODIES as ATTENTION_BODIES
 from ..passes.fuse_attention import FuseAttention
 from ..passes.fuse_conv_bn import PATTERNS as CONV_PATTERNS
 from ..passes.fuse_conv_bn import ExpandBatchNorm, FuseConvBatchNorm
 from ..passes.fuse_elementwise import FuseElementwise
+from ..passes.fuse_gelu import BODIES as GELU_BODIES
 from ..passes.fuse_gelu import FuseGelu
 from ..passes.fuse_matmul_add import PATTERNS as FUSION_PATTERNS
 from ..passes.fuse_matmul_add import FuseMatMulAdd
+from ..passes.fuse_norm import BODIES as NORM_BODIES
 from ..passes.fuse_norm import FuseLayerNorm
 from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
 from ..passes.fuse_pad_conv import FusePadConv
+from ..passes.fuse_rms_norm import BODIES as RMS_NORM_BODIES
 from ..passes.fuse_rms_norm import FuseRmsNorm
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
@@ -65,6 +71,11 @@ def irforge_register_backends() -> list[tuple[str, object]]:
 
     return [(b.name, b) for b in (ReferenceBackend(), OnnxRuntimeBackend(), StableHLOBackend(), XLABackend(),
                                   TVMBackend())]  # fmt: skip
+
+
+@hookimpl
+def irforge_register_fused_ops() -> list[tuple[str, object]]:
+    return [*ATTENTION_BODIES, *ACTIVATION_BODIES, *GELU_BODIES, *NORM_BODIES, *RMS_NORM_BODIES, *POOL_BODIES]
 
 
 @hookimpl

@@ -52,6 +52,12 @@ def irforge_register_kernels() -> list[tuple[str, str, Any]]:
 
 
 @hookspec
+def irforge_register_fused_ops() -> list[tuple[str, Any]]:
+    """Fused ops of the ``irforge`` domain as ``(op_type, builder)``: ``builder(overload, opset)``
+    returns the model-local function that decomposes the op (:mod:`irforge.ops.fused`)."""
+
+
+@hookspec
 def irforge_before_pass(pass_: Any, graph: Any, ctx: Any) -> None:
     """Called before a pass runs on a model."""
 

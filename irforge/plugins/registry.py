@@ -21,6 +21,7 @@ import pluggy
 
 from ..core_ir.errors import IrforgeError
 from ..core_ir.interpreter import register_kernel
+from ..ops.fused import register_body
 from ..passes.apply_pattern import pattern_pass
 from . import builtin, hookspecs
 
@@ -28,8 +29,9 @@ BUILTIN = "irforge (built-in)"
 DISABLE_ENV = "IRFORGE_DISABLE_PLUGINS"
 _SINGULAR = {"passes": "pass", "patterns": "pattern", "runnable": "pass or pattern", "pipelines": "pipeline",
              "frontends": "frontend", "frontend_ops": "frontend op", "backends": "backend",
-             "kernels": "kernel"}  # fmt: skip
-_REGISTRATION_HOOKS = ("passes", "patterns", "pipelines", "frontends", "frontend_ops", "backends", "kernels")
+             "kernels": "kernel", "fused_ops": "fused op"}  # fmt: skip
+_REGISTRATION_HOOKS = ("passes", "patterns", "pipelines", "frontends", "frontend_ops", "backends", "kernels",
+                       "fused_ops")
 
 
 class PluginError(IrforgeError):
@@ -155,6 +157,8 @@ def _admit(reg: Registry, entries: list[tuple[str, str, Any]], provider: str) ->
         if kind == "kernels":  # the interpreter (and so folding and the verifier) runs them from now on
             domain, _, op_type = name.partition("::")
             register_kernel(domain, op_type, item)
+        elif kind == "fused_ops":  # fusion passes, the rewrite checker and lower-fused find its body from now on
+            register_body(name, item)
         elif kind == "passes":
             reg.add("runnable", name, item, provider)
         elif kind == "patterns":

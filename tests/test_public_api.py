@@ -35,7 +35,8 @@ BACKENDS = {
 }  # fmt: skip
 
 OPS = {
-    "Kind", "Traits", "category", "elementwise_ops", "geometry", "is_elementwise", "kind", "ops_of_kind", "traits",
+    "Kind", "Traits", "category", "decompose", "elementwise_ops", "fused", "geometry", "is_elementwise", "kind",
+    "ops_of_kind", "traits",
 }  # fmt: skip
 
 CORE_IR = {

@@ -5,8 +5,8 @@ arithmetic of windows, pads, slices and resizes (:mod:`.geometry`), irforge's fu
 Passes, backends, frontends and irviz read these; nothing here knows any of them.
 """
 
-from . import geometry
+from . import decompose, fused, geometry
 from .traits import Kind, Traits, category, elementwise_ops, is_elementwise, kind, ops_of_kind, traits
 
-__all__ = ["Kind", "Traits", "category", "elementwise_ops", "geometry", "is_elementwise", "kind", "ops_of_kind",
-           "traits"]  # fmt: skip
+__all__ = ["Kind", "Traits", "category", "decompose", "elementwise_ops", "fused", "geometry", "is_elementwise",
+           "kind", "ops_of_kind", "traits"]  # fmt: skip

@@ -6,7 +6,9 @@ schema carries that composition as a function body, fixed or built for the node'
 and input types.  A backend without a lowering for such an op can still run it once it is
 expanded, exactly as ONNX defines it.  The expansion is refused when the body was written
 against an opset in which one of its ops means something else than at the model's opset, and for
-bodies with control flow (``Range``'s loop), which no backend here needs expanded.
+bodies with control flow (``Range``'s loop), which no backend here needs expanded.  Ops whose
+schema has no body but which irforge decomposes (:mod:`irforge.ops.decompose`: Hardmax, OneHot,
+EyeLike, LpPool) are expanded into that decomposition.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..core_ir.graph import Graph
 from ..core_ir.node import Node
 from ..core_ir.serde import Deserializer, Serializer, type_to_proto
 from ..core_ir.types import TensorType
+from ..ops.decompose import decompose
 from .base import Pass, PassContext, PassResult
 from .inline_functions import _inline
 from .shape_inference import ShapeInference
@@ -81,6 +84,8 @@ def function_body(node: Node, opset: int):
         schema = onnx.defs.get_schema(node.op_type, opset, "")
     except onnx.defs.SchemaError:
         return None
+    if not schema.has_function and not schema.has_context_dependent_function:
+        return decompose(node, opset)  # irforge's own, for ops ONNX gives no body (irforge.ops.decompose)
     fp = None
     if schema.has_context_dependent_function:
         types = []

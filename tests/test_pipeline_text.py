@@ -119,16 +119,16 @@ def test_a_negative_window_is_a_pipeline_error():
         PassManager.parse("shape-inference{window=-1}")
 
 
-def test_the_readme_spells_every_level_as_it_is():
+def test_the_design_page_spells_every_level_as_it_is():
     import os
 
     from irforge.passes.levels import LEVELS
 
-    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "design.md"), encoding="utf-8") as f:
         readme = f.read()
     for name, text in LEVELS.items():
         if text:
-            assert f"  {name}: {text}\n" in readme, f"README's {name} pipeline is stale"
+            assert f"  {name}: {text}\n" in readme, f"docs/design.md: the {name} pipeline is stale"
 
 
 def test_a_target_ends_the_pipeline_with_its_lowering():

@@ -65,7 +65,7 @@ def with_target(pipeline: str, target) -> str:
     NCHW first converts the layout), or the name of a built-in one.  Built-in layouts stay NCHW:
     XLA's CPU convolutions are faster channels-last one by one, but ``convert-layout{to=NHWC}``
     measured no gain on whole networks here (MobileNetV2 1.08x, ResNet-50 0.89x against ``-O1``;
-    README, "Latency"), so it is a pass to ask for, not part of a level.
+    docs/benchmarks.md, "Latency"), so it is a pass to ask for, not part of a level.
     """
     if not target:
         return pipeline

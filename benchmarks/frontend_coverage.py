@@ -27,7 +27,10 @@ MAPPED_HEADING = "## Mapped ops"
 
 def mapped_ops_section() -> str:
     """The ATen ops and JAX primitives with a converter: generated from the tables, nothing run."""
-    from irforge.frontends import jax_complex, jax_ops, torch_complex, torch_ops
+    from irforge.frontends.jax import complex as jax_complex
+    from irforge.frontends.jax import ops as jax_ops
+    from irforge.frontends.torch import complex as torch_complex
+    from irforge.frontends.torch import ops as torch_ops
 
     aten = sorted(torch_ops.TABLE)
     complex_ops = sorted(torch_complex.TABLE)

@@ -4,7 +4,7 @@ The exported program is read directly (no ONNX detour): parameters and buffers b
 initializers named after their state-dict keys and sharing the module's memory; dims declared
 with ``torch.export.Dim`` become named dims (derived ones as expressions: ``2*batch``); each
 node keeps its source line, module path and ATen op as metadata; ``cond`` and ``while_loop``
-become ``If`` and ``Loop``.  The op table is :mod:`irforge.frontends.torch_ops`.
+become ``If`` and ``Loop``.  The op table is :mod:`irforge.frontends.torch.ops`.
 """
 
 from __future__ import annotations
@@ -18,18 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core_ir.builder import Builder, NameGenerator
-from ..core_ir.dimexpr import canonical, is_dim_expr, rename
-from ..core_ir.dtypes import DataType
-from ..core_ir.errors import MissingExtraError
-from ..core_ir.graph import Graph
-from ..core_ir.model import Model
-from ..core_ir.node import Node
-from ..core_ir.tensors import NumpyTensor
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from . import torch_complex
-from .common import (
+from ...core_ir.builder import Builder, NameGenerator
+from ...core_ir.dimexpr import canonical, is_dim_expr, rename
+from ...core_ir.dtypes import DataType
+from ...core_ir.errors import MissingExtraError
+from ...core_ir.graph import Graph
+from ...core_ir.model import Model
+from ...core_ir.node import Node
+from ...core_ir.tensors import NumpyTensor
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import (
     FRAMEWORK_OP,
     MODULE,
     SOURCE,
@@ -41,6 +40,7 @@ from .common import (
     UnsupportedOpsError,
     plugin_converters,
 )
+from . import complex as torch_complex
 
 OPSET = 21
 KEEP_DOMAIN = "torch.aten"
@@ -114,7 +114,7 @@ def _export_failed(module, e: Exception) -> FrontendError:
 def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None,
                           registry: Any = None) -> Model:
     """Import an ``ExportedProgram`` that is already in core ATen (after ``run_decompositions``)."""
-    from . import torch_ops
+    from . import ops as torch_ops
 
     table = {**torch_ops.TABLE, **plugin_converters("torch", registry)}
     unmapped, complex_unmapped = Unmapped(), Unmapped()
@@ -196,7 +196,7 @@ def _scan(gm, table, unmapped: Unmapped, complex_unmapped: Unmapped, user_inputs
 
 
 _COMPLEX_WHY = ("irforge holds complex tensors as (real, imaginary) pairs, which only the ops of "
-                "irforge.frontends.torch_complex handle")  # fmt: skip
+                "irforge.frontends.torch.complex handle")  # fmt: skip
 _COMPLEX_ADVICE = ("Ops on complex numbers can be neither mapped from a plugin nor kept: rewrite them in "
                    "real arithmetic on torch.view_as_real(z).")  # fmt: skip
 _COMPLEX_IO_WHY = {
@@ -356,7 +356,7 @@ class TorchContext(Emitter):
         dtype = self.out_dtype if dtype is None else dtype
         if isinstance(x, Value):
             return self.cast(x, dtype)
-        from ..core_ir.dtypes import to_numpy
+        from ...core_ir.dtypes import to_numpy
 
         return self.const(np.asarray(x).astype(to_numpy(dtype)))
 

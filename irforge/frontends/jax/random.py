@@ -22,8 +22,8 @@ from functools import partial
 
 import numpy as np
 
-from ..core_ir.types import TensorType
-from .common import NotMapped
+from ...core_ir.types import TensorType
+from ..common import NotMapped
 
 RANDOM_PRIMITIVES = frozenset({"random_seed", "random_split", "random_fold_in", "random_bits", "random_wrap",
                                "random_unwrap", "random_clone", "threefry2x32", "iota_2x32_shape",

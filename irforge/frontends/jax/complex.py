@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from . import complex_pairs as pairs
-from .common import NotMapped
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import NotMapped
+from ..lib import complex_pairs as pairs
 
 TABLE: dict = {}
 """Primitive name → converter for equations that read or make a complex value."""
@@ -58,14 +58,14 @@ def evaluate(eqn, args: list) -> list | np.ndarray:
 
 
 def _pair_type(aval) -> TensorType:
-    from .jax import dim_of, to_dtype
+    from . import dim_of, to_dtype
 
     return TensorType(pairs.part_dtype(to_dtype(aval.dtype)), (*(dim_of(d) for d in aval.shape), 2))
 
 
 def _typed(cx, v: Value, index: int = 0) -> Value:
     """``v`` typed as output ``index`` of the equation: a pair type where that output is complex."""
-    from .jax import aval_type
+    from . import aval_type
 
     aval = cx.eqn.outvars[index].aval
     v = cx.emit("Identity", v)
@@ -105,7 +105,7 @@ def _convert(cx, x, *, new_dtype, **_):
     was, now = is_complex(cx.eqn.invars[0].aval), is_complex(cx.eqn.outvars[0].aval)
     if now:
         return _typed(cx, _operand(cx, x, 0))
-    from .jax import to_dtype
+    from . import to_dtype
 
     real = pairs.part(cx, _operand(cx, x, 0), 0) if was else cx.value(x)
     return _typed(cx, cx.cast(real, to_dtype(new_dtype)))  # complex → real keeps the real part

@@ -25,10 +25,10 @@ import functools
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, to_numpy
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from .common import Emitter, NotMapped, any_true, while_loop
+from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import Emitter, NotMapped, any_true, while_loop
 from .linalg import _i64, householder_product, householder_qr, transpose
 
 MAX_JACOBI = 128

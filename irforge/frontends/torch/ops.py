@@ -16,11 +16,12 @@ import operator
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, is_floating, to_numpy
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from . import incomplete, jacobi, ldl, linalg, polynomials, special, torch_backward
-from .common import NotMapped
+from ...core_ir.dtypes import DataType, is_floating, to_numpy
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import NotMapped
+from ..lib import incomplete, jacobi, ldl, linalg, polynomials, special
+from . import backward as torch_backward
 
 TABLE: dict = {}
 INT64_MAX = 2**63 - 1
@@ -526,7 +527,7 @@ def _promoted(cx, *xs) -> DataType:
             out = torch.empty((1,) if any(t.dim() for t in tensors) else (), dtype=dtype)
     if dtype is None:
         return cx.dtype(xs[0]) if isinstance(xs[0], Value) else cx.out_dtype
-    from .torch import to_dtype
+    from . import to_dtype
 
     return to_dtype(dtype)
 
@@ -534,7 +535,7 @@ def _promoted(cx, *xs) -> DataType:
 def _torch_dtype(dt: DataType):
     import torch
 
-    from .torch import to_dtype
+    from . import to_dtype
 
     for name in dir(torch):
         obj = getattr(torch, name)
@@ -1398,7 +1399,7 @@ def _arange(cx, *args, dtype=None, layout=None, device=None, pin_memory=None, **
     if all(not isinstance(a, Value) for a in (start, end, step)):
         import torch
 
-        from .torch import tensor_array
+        from . import tensor_array
 
         arr = tensor_array(torch.arange(start, end, step, dtype=cx.val.dtype))
         return cx.emit_typed("Identity", cx.const(np.array(arr)))
@@ -1888,7 +1889,7 @@ def _storage_offset(cx, x):
     check is dropped like every other, so the value is never needed.  Any other use is refused."""
     import operator
 
-    from .torch import op_name
+    from . import op_name
 
     for user in cx.fx.users:
         checks = {op_name(u.target) for u in user.users}
@@ -1921,7 +1922,7 @@ def _cond(cx, pred, true_gm, false_gm, operands):
 
 def _owned_output(cx, g, v):
     """A subgraph output defined in the subgraph itself (ONNX requires one per output)."""
-    from ..core_ir.builder import Builder
+    from ...core_ir.builder import Builder
 
     e_b = Builder(g, names=cx.importer.names)
     if not isinstance(v, Value):
@@ -1940,7 +1941,7 @@ failed factorization (the factorization's ``info`` output still reports it)."""
 
 @aten("higher_order.with_effects", "torch.with_effects")
 def _with_effects(cx, token, op, *args, **kwargs):
-    from .torch import op_name
+    from . import op_name
 
     if op_name(op) not in _DROPPED_EFFECTS:
         raise NotMapped(f"the side effect {op_name(op)}")
@@ -1949,8 +1950,8 @@ def _with_effects(cx, token, op, *args, **kwargs):
 
 @aten("higher_order.while_loop", "torch.while_loop")
 def _while_loop(cx, cond_gm, body_gm, carried, additional):
-    from ..core_ir.graph import Graph
-    from ..core_ir.types import TensorType
+    from ...core_ir.graph import Graph
+    from ...core_ir.types import TensorType
 
     carried, additional = list(carried), list(additional)
     first, _ = _inline(cx, cond_gm, carried + additional)
@@ -1970,7 +1971,7 @@ def _while_loop(cx, cond_gm, body_gm, carried, additional):
 
 
 def _reshape_scalar_bool(cx, g, v):
-    from ..core_ir.builder import Builder
+    from ...core_ir.builder import Builder
 
     b = Builder(g, names=cx.importer.names)
     if v.type is not None and v.type.dtype != DataType.BOOL:
@@ -2635,7 +2636,7 @@ def _randint(cx, *args, **kw):
 
 @aten("cumprod.default")
 def _cumprod(cx, x, dim, *, dtype=None):
-    from .common import associative_scan
+    from ..common import associative_scan
 
     x = cx.tensor(x)
     if cx.rank(x) == 0:
@@ -3061,7 +3062,7 @@ def _householder_product(cx, a, tau):
 
 @aten("_linalg_svd.default")
 def _svd(cx, a, full_matrices=False, compute_uv=True, driver=None):
-    """One-sided Jacobi (:mod:`irforge.frontends.jacobi`): valid singular vectors, whose signs may
+    """One-sided Jacobi (:mod:`irforge.frontends.lib.jacobi`): valid singular vectors, whose signs may
     differ from LAPACK's (torch leaves them to the platform)."""
     vectors = compute_uv and bool(cx.used_outputs() & {0, 2})
     u, values, vt = jacobi.svd(cx, cx.tensor(a), vectors=vectors, full_matrices=full_matrices)
@@ -3215,7 +3216,7 @@ def _mode(cx, x, dim=-1, keepdim=False):
 def _cummax(cx, x, dim):
     """Running max (min) and the index torch gives it: the last position that holds the running
     value, and from the first NaN on, NaN at the last NaN so far (torch's update rule)."""
-    from .common import associative_scan
+    from ..common import associative_scan
 
     largest = "cummax" in str(cx.fx.target)
     shape, dt = cx.shape(x), cx.dtype(x)
@@ -3267,8 +3268,8 @@ def _ldexp(cx, x, other):
 
 @aten("dist.default")
 def _dist(cx, a, b, p=2):
-    from ..core_ir.types import TensorType
-    from .common import broadcast_shapes
+    from ...core_ir.types import TensorType
+    from ..common import broadcast_shapes
 
     a, b = cx.tensor(a), cx.tensor(b)
     diff = cx.emit("Sub", a, b)

@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, to_numpy
-from ..core_ir.value import Value
-from .common import Emitter, NotMapped
+from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.value import Value
+from ..common import Emitter, NotMapped
 from .linalg import _i64, square_side, transpose
 
 ALPHA = (1 + math.sqrt(17)) / 8

@@ -1,6 +1,6 @@
 """The core ATen backward ops, which an exported training step (a joint forward-backward graph)
 holds: gradients of convolution, pooling, normalization and embedding, by their textbook
-formulas in ONNX ops.  Registered into :data:`irforge.frontends.torch_ops.TABLE`.
+formulas in ONNX ops.  Registered into :data:`irforge.frontends.torch.ops.TABLE`.
 
 Each returns only the gradients its ``output_mask`` asks for (``None`` for the others), as ATen does.
 """
@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, to_numpy
-from ..core_ir.value import Value
-from .common import NotMapped
-from .linalg import _i64
+from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.value import Value
+from ..common import NotMapped
+from ..lib.linalg import _i64
 
 
 def register(aten) -> None:

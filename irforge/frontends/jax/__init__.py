@@ -4,7 +4,7 @@
 ``abstracted_axes`` stay symbolic, as in ``jax.export``); call wrappers (``jit``/``pjit``,
 ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat``) are inlined, ``cond``
 becomes ``If`` and ``while``/``scan`` become ``Loop``.  Each node keeps its source line and name
-stack as metadata.  The primitive table is :mod:`irforge.frontends.jax_ops`.
+stack as metadata.  The primitive table is :mod:`irforge.frontends.jax.ops`.
 """
 
 from __future__ import annotations
@@ -15,18 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from ..core_ir.builder import Builder, NameGenerator
-from ..core_ir.dimexpr import canonical, is_dim_expr
-from ..core_ir.dtypes import DataType, from_numpy
-from ..core_ir.errors import MissingExtraError
-from ..core_ir.graph import Graph
-from ..core_ir.model import Model
-from ..core_ir.node import Node
-from ..core_ir.tensors import NumpyTensor
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from . import jax_complex
-from .common import (
+from ...core_ir.builder import Builder, NameGenerator
+from ...core_ir.dimexpr import canonical, is_dim_expr
+from ...core_ir.dtypes import DataType, from_numpy
+from ...core_ir.errors import MissingExtraError
+from ...core_ir.graph import Graph
+from ...core_ir.model import Model
+from ...core_ir.node import Node
+from ...core_ir.tensors import NumpyTensor
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import (
     FRAMEWORK_OP,
     MODULE,
     SOURCE,
@@ -38,7 +37,8 @@ from .common import (
     UnsupportedOpsError,
     plugin_converters,
 )
-from .jax_random import RANDOM_PRIMITIVES, is_key, key_selector, physical, physical_params
+from . import complex as jax_complex
+from .random import RANDOM_PRIMITIVES, is_key, key_selector, physical, physical_params
 
 OPSET = 21
 KEEP_DOMAIN = "jax.lax"
@@ -81,7 +81,7 @@ def from_jax(fn, *example_args: Any, abstracted_axes: Sequence[Any] | None = Non
 def from_jaxpr(closed, *, input_names: Sequence[str] | None = None, keep_unmapped: bool = False,
                registry: Any = None) -> Model:
     """Import a ``ClosedJaxpr``."""
-    from . import jax_ops
+    from . import ops as jax_ops
 
     table = {**jax_ops.TABLE, **plugin_converters("jax", registry)}
     unmapped, complex_unmapped = Unmapped(), Unmapped()
@@ -99,7 +99,7 @@ def from_jaxpr(closed, *, input_names: Sequence[str] | None = None, keep_unmappe
 
 
 _COMPLEX_WHY = ("irforge holds complex values as (real, imaginary) pairs, which only the primitives of "
-                "irforge.frontends.jax_complex handle")  # fmt: skip
+                "irforge.frontends.jax.complex handle")  # fmt: skip
 _COMPLEX_IO_WHY = ("ONNX runtimes cannot pass complex arrays: take and return their real and imaginary parts "
                    "(jnp.real, jnp.imag, lax.complex) instead")  # fmt: skip
 _COMPLEX_ADVICE = ("Primitives on complex numbers can be neither mapped from a plugin nor kept: rewrite them in "
@@ -231,7 +231,7 @@ class JaxContext(Emitter):
         """``x`` (a Value or a literal) as a Value."""
         if isinstance(x, Value):
             return x
-        from ..core_ir.dtypes import to_numpy
+        from ...core_ir.dtypes import to_numpy
 
         arr = np.asarray(x)
         return self.const(arr.astype(to_numpy(dtype)) if dtype is not None else arr)
@@ -394,7 +394,7 @@ class _Importer:
     def dim_value(self, cx: JaxContext, d) -> Value:
         if isinstance(d, (int, np.integer)):
             return cx.const(np.asarray([int(d)], np.int64))
-        from ..core_ir.dimexpr import symbols
+        from ...core_ir.dimexpr import symbols
 
         text = dim_of(d)
         if text is None:

@@ -22,11 +22,11 @@ import math
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from . import complex_pairs as pairs
-from .common import NotMapped
+from ...core_ir.dtypes import DataType
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import NotMapped
+from ..lib import complex_pairs as pairs
 
 TABLE: dict = {}
 """``aten.name.overload`` → converter for FX nodes that read or make a complex tensor."""

@@ -1,6 +1,6 @@
 """Complex tensors as real ones with a trailing axis of 2 (real, imaginary): the layout of
 ``torch.view_as_real`` and of ONNX's ``DFT``, which is the one ONNX op that computes on complex
-numbers.  The frontends (:mod:`~irforge.frontends.torch_complex`, :mod:`~irforge.frontends.jax_complex`)
+numbers.  The frontends (:mod:`~irforge.frontends.torch.complex`, :mod:`~irforge.frontends.jax.complex`)
 hold every complex value this way; these are the operations on the layout they share.
 
 ``cx`` is a frontend's emitter: typed values in, typed values out (their shapes include the pair
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from .common import NotMapped
+from ...core_ir.dtypes import DataType
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import NotMapped
 
 DFT_OPSET = 20
 """``DFT`` takes its axis as an input from opset 20."""

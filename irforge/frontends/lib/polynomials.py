@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from .common import Emitter, NotMapped, any_true, while_loop
+from ...core_ir.dtypes import DataType
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import Emitter, NotMapped, any_true, while_loop
 from .special import _Math
 
 _HERMITE_LIMIT = {DataType.FLOAT: 128, DataType.DOUBLE: 512}

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, to_numpy
-from ..core_ir.value import Value
-from .common import Emitter, NotMapped
+from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.value import Value
+from ..common import Emitter, NotMapped
 
 LANCZOS_G = 7.0
 LANCZOS_BASE = 0.99999999999980993227684700473478

@@ -17,10 +17,10 @@ import math
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, to_numpy
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from .common import Emitter, NotMapped, any_true, while_loop
+from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import Emitter, NotMapped, any_true, while_loop
 from .special import _WIDENED, _Math, lgamma, log1p_of
 
 CONTINUED_FRACTION_STEPS = 2000
@@ -137,7 +137,7 @@ def regularized_gamma(e: Emitter, a: Value, x: Value, *, upper: bool, framework:
 
 def _broadcast(m: _Math, *values: Value) -> list[Value]:
     """``values`` expanded to their common shape, typed."""
-    from .common import broadcast_shapes
+    from ..common import broadcast_shapes
 
     shapes = [v.type.shape if isinstance(v.type, TensorType) else None for v in values]
     shape = None if None in shapes else broadcast_shapes(*shapes)

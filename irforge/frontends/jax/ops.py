@@ -12,13 +12,13 @@ import math
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, is_floating, to_numpy
-from ..core_ir.graph import Graph
-from ..core_ir.types import TensorType
-from ..core_ir.value import Value
-from . import incomplete, jacobi, linalg, special
-from .common import NotMapped, associative_scan
-from .jax_random import RANDOM_PRIMITIVES, convert_random
+from ...core_ir.dtypes import DataType, is_floating, to_numpy
+from ...core_ir.graph import Graph
+from ...core_ir.types import TensorType
+from ...core_ir.value import Value
+from ..common import NotMapped, associative_scan
+from ..lib import incomplete, jacobi, linalg, special
+from .random import RANDOM_PRIMITIVES, convert_random
 
 TABLE: dict = {}
 INT64_MAX = 2**63 - 1
@@ -277,7 +277,7 @@ def _convert(cx, x, new_dtype=None, **_):
 def _identity(cx, *xs, **_):
     outs = [cx.emit("Identity", cx.value(x)) for x in xs]
     for o, a in zip(outs, cx.out_avals, strict=False):
-        from .jax import aval_type
+        from . import aval_type
 
         o.type = aval_type(a)
     return outs if len(outs) != 1 else outs[0]
@@ -521,7 +521,7 @@ def _reduction_operands(cx, args, jaxpr):
 
 
 def _reduction_results(cx, results: list[tuple[DataType, Value]]) -> list[Value]:
-    from .jax import aval_type
+    from . import aval_type
 
     outs = [cx.emit("Cast", y, to=int(dtype)) if dtype == DataType.BOOL else y for dtype, y in results]
     for o, a in zip(outs, cx.out_avals, strict=True):
@@ -597,7 +597,7 @@ def _sort(cx, *operands, dimension, is_stable=True, num_keys=1, **_):
     outs = [values]
     for other in operands[1:]:
         outs.append(cx.emit("GatherElements", cx.value(other), order, axis=int(dimension)))
-    from .jax import aval_type
+    from . import aval_type
 
     for o, a in zip(outs, cx.out_avals, strict=True):
         o.type = aval_type(a)
@@ -620,7 +620,7 @@ def _top_k(cx, x, k, **params):
         key = _total_order_key(cx, x)
         _, idx = cx.node("TopK", [key, kk], {"axis": axis, "largest": 1, "sorted": 1}, outputs=2).outputs
         values = cx.emit("GatherElements", x, idx, axis=axis)
-    from .jax import aval_type
+    from . import aval_type
 
     values.type = aval_type(cx.out_avals[0])
     return [values, _cast_out(cx, idx, 1)]
@@ -649,7 +649,7 @@ def _approx_top_k(cx, x, *, k, reduction_dimension, is_max_k, aggregate_to_topk=
     axis = int(reduction_dimension)
     n = cx.node("TopK", [x, cx.const(_i64([k]))], {"axis": axis, "largest": int(bool(is_max_k)), "sorted": 1},
                 outputs=2)  # fmt: skip
-    from .jax import aval_type
+    from . import aval_type
 
     values = cx.emit("Identity", n.outputs[0])
     values.type = aval_type(cx.out_avals[0])
@@ -716,7 +716,7 @@ def _triangular_solve(cx, a, b, *, left_side, lower, transpose_a, conjugate_a=Fa
 def _lu(cx, a, **_):
     """(packed LU, pivots, permutation) as XLA's CPU gives them (LAPACK's getrf, 0-based)."""
     packed, pivots, perm = linalg.lu(cx, cx.value(a))
-    from .jax import aval_type
+    from . import aval_type
 
     packed = cx.emit("Identity", packed)
     packed.type = aval_type(cx.out_avals[0])
@@ -762,7 +762,7 @@ def _tridiagonal_solve(cx, dl, d, du, b, *, perturb_singular=False, **_):
 
 @prim("svd")
 def _svd(cx, a, *, full_matrices, compute_uv, subset_by_index=None, **_):
-    """One-sided Jacobi (:mod:`irforge.frontends.jacobi`): ``s`` and, with ``compute_uv``, valid
+    """One-sided Jacobi (:mod:`irforge.frontends.lib.jacobi`): ``s`` and, with ``compute_uv``, valid
     ``u`` and ``vt``, whose signs may differ from LAPACK's."""
     if subset_by_index is not None and tuple(subset_by_index) != (0, -1):
         raise NotMapped("svd of a subset of the singular values")
@@ -781,7 +781,7 @@ def _eigh(cx, a, *, lower, subset_by_index=None, **_):
 
 
 def _typed_outputs(cx, values: list) -> list:
-    from .jax import aval_type
+    from . import aval_type
 
     outs = [cx.emit("Identity", v) for v in values]
     for o, aval in zip(outs, cx.out_avals, strict=True):
@@ -809,7 +809,7 @@ def _qr(cx, a, *, full_matrices, pivoting=False, **_):
 
 
 def _cast_out(cx, v, i):
-    from .jax import aval_type, to_dtype
+    from . import aval_type, to_dtype
 
     out = cx.emit("Cast", v, to=int(to_dtype(cx.out_avals[i].dtype)))
     out.type = aval_type(cx.out_avals[i])
@@ -875,7 +875,7 @@ def _conv(cx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, 
     if isinstance(padding, str):
         raise NotMapped(f"convolution padding {padding!r}")
     if any(d == 0 for d in cx.out_shape):
-        from ..core_ir.dtypes import to_numpy as numpy_of
+        from ...core_ir.dtypes import to_numpy as numpy_of
 
         return cx.typed("Identity", cx.const(np.zeros(cx.out_shape, numpy_of(cx.out_dtype))))
     lhs, rhs = cx.value(lhs), cx.value(rhs)
@@ -1193,8 +1193,8 @@ def _custom_linear_solve(cx, *args, const_lengths, jaxprs, **_):
 
 def _owned(cx, g: Graph, v, aval=None) -> Value:
     """``v`` as a value produced inside ``g`` (ONNX subgraph outputs must be)."""
-    from ..core_ir.builder import Builder
-    from .jax import aval_type
+    from ...core_ir.builder import Builder
+    from . import aval_type
 
     b = Builder(g, names=cx.importer.names)
     if not isinstance(v, Value):
@@ -1209,9 +1209,9 @@ def _owned(cx, g: Graph, v, aval=None) -> Value:
 @prim("cond")
 def _cond(cx, index, *operands, branches, **_):
     """``lax.cond`` → If; ``lax.switch`` (n branches) → Ifs nested in the else branches."""
-    from ..core_ir.builder import Builder
-    from .common import Emitter
-    from .jax import aval_type
+    from ...core_ir.builder import Builder
+    from ..common import Emitter
+    from . import aval_type
 
     index = cx.value(index)
     n_out = len(cx.eqn.outvars)
@@ -1253,8 +1253,8 @@ def _while(cx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **
     """A Loop.  A batched predicate (a vmapped ``while_loop``: one flag per batch element) runs
     the loop while any flag is set and keeps the state of the elements whose flag is clear, as
     JAX's lowering does: their leading dims take the old values."""
-    from .common import Emitter, any_true
-    from .jax import aval_type
+    from ..common import Emitter, any_true
+    from . import aval_type
 
     cconsts = list(operands[:cond_nconsts])
     bconsts = list(operands[cond_nconsts:cond_nconsts + body_nconsts])
@@ -1271,7 +1271,7 @@ def _while(cx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **
     new = list(cx.inline(body_jaxpr, bconsts + state, body, prefix="body."))
     again = cx.inline(cond_jaxpr, cconsts + new, body, prefix="cond.")[0]
     if batched:
-        from ..core_ir.builder import Builder
+        from ...core_ir.builder import Builder
 
         e = Emitter(body, Builder(body, names=names))
         e.metadata = dict(cx.metadata)
@@ -1293,7 +1293,7 @@ def _while(cx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **
 def _scan(cx, *operands, jaxpr, length, reverse, num_consts, num_carry, **_):
     """A Loop of ``length`` trips; the stacked outputs are carried buffers updated in place at the
     trip's row, so their shapes are static (XLA takes that; a Loop's scan outputs it does not)."""
-    from .jax import aval_type
+    from . import aval_type
 
     consts = list(operands[:num_consts])
     carry = [cx.value(v) for v in operands[num_consts:num_consts + num_carry]]
@@ -1312,8 +1312,8 @@ def _scan(cx, *operands, jaxpr, length, reverse, num_consts, num_carry, **_):
     state = [Value(names.fresh("scan_carry"), v.type) for v in carry]
     bufs_in = [Value(names.fresh("scan_ys"), b.type) for b in buffers]
     body = Graph(inputs=[it, cond_in, *state, *bufs_in], name=names.fresh("scan_body"))
-    from ..core_ir.builder import Builder
-    from .common import Emitter
+    from ...core_ir.builder import Builder
+    from ..common import Emitter
 
     e = Emitter(body, Builder(body, names=names))
     e.metadata = dict(cx.metadata)

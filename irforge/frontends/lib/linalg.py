@@ -4,16 +4,16 @@ A Cholesky factorization or a triangular solve of an n-by-n matrix becomes n ste
 over the leading (batch) axes, the order in which LAPACK's unblocked routines compute: Cholesky
 column by column (``potf2``), substitution row by row (``trsv``).  Unrolling keeps every backend's
 graph static; it is refused above :data:`MAX_UNROLLED` rows, where the graph would grow too large.
-Eigendecompositions and SVDs are in :mod:`irforge.frontends.jacobi`.
+Eigendecompositions and SVDs are in :mod:`irforge.frontends.lib.jacobi`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..core_ir.dtypes import DataType, to_numpy
-from ..core_ir.value import Value
-from .common import Emitter, NotMapped
+from ...core_ir.dtypes import DataType, to_numpy
+from ...core_ir.value import Value
+from ..common import Emitter, NotMapped
 
 MAX_UNROLLED = 64
 """Largest matrix side that is unrolled."""
@@ -283,7 +283,7 @@ def matrix_exp(e: Emitter, a: Value) -> Value:
     """exp(A) by scaling and squaring, as ATen: A / 2^s with s the fewest halvings that bring the
     1-norm under θ₁₈, the degree-18 Taylor polynomial (by Horner's rule), then s squarings (a Loop
     of the largest s in the batch, each matrix squared only its own number of times)."""
-    from .common import while_loop
+    from ..common import while_loop
 
     n = square_side(a)
     np_dt = to_numpy(a.type.dtype)

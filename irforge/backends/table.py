@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core_ir.model import Model
 from ..core_ir.node import Node
+from ..ops.traits import Kind, kind
 from .base import Unsupported, collect_unsupported, io_problems, kept_framework_ops, type_problem
 
 FOLD_ELEMENTS = 1 << 16
@@ -81,11 +82,33 @@ def op_label(node: Node) -> str:
 # -- what a check may ask of a node's values -----------------------------------------------------
 
 
+_NEW_TYPE = frozenset({"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not",
+                       "IsInf", "IsNaN", "ArgMax", "ArgMin", "Shape", "Size", "NonZero"})  # fmt: skip
+"""Ops whose result's element type is fixed whatever their inputs' (bool or int64)."""
+_KEEPS_TYPE = frozenset({"Softmax", "LogSoftmax", "LayerNormalization"})
+"""Opaque ops whose result has their first input's element type."""
+
+
 def dtype_of(node: Node, index: int, output: bool = False):
-    """The ONNX element type of an input (or output), or ``None`` when unknown or omitted."""
+    """The ONNX element type of an input (or output), or ``None`` when unknown or omitted.  A value
+    the IR has no type for (inside an expanded function body, say) is traced back through the ops
+    that keep their input's element type."""
     values = node.outputs if output else node.inputs
     v = values[index] if index < len(values) else None
-    return getattr(getattr(v, "type", None), "dtype", None)
+    for _ in range(64):
+        dtype = getattr(getattr(v, "type", None), "dtype", None)
+        if dtype is not None or v is None:
+            return dtype
+        p = v.producer()
+        if p is None or p.domain not in ("", "ai.onnx") or p.op_type in _NEW_TYPE:
+            return None
+        if p.op_type == "Cast":
+            return p.attr("to")
+        source = {"Where": 1, "CastLike": 1}.get(p.op_type, 0)
+        if source >= len(p.inputs) or (kind(p.op_type) == Kind.OPAQUE and p.op_type not in _KEEPS_TYPE):
+            return None
+        v = p.inputs[source]
+    return None
 
 
 def shape_of(node: Node, index: int, output: bool = False) -> tuple | None:

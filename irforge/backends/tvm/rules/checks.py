@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ....core_ir.dtypes import DataType, is_floating
 from ....ops.geometry import resize_check
 from ...table import constant_input, dtype_of, given, outputs_used, shape_of
@@ -36,13 +34,6 @@ def _static_dims(node, index: int) -> list | None:
     return None if shape is None else list(shape)
 
 
-def _split_check(node) -> str | None:
-    sizes = constant_input(node, 1)
-    if sizes is not None and (sizes <= 0).any():
-        return "Split into empty parts"
-    return None
-
-
 def _reduce_check(node) -> str | None:
     dtype = dtype_of(node, 0)
     if dtype == DataType.BOOL:
@@ -50,14 +41,6 @@ def _reduce_check(node) -> str | None:
     if node.op_type in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp") and (
             dtype is not None and not is_floating(dtype)):  # fmt: skip
         return f"{node.op_type} of {_dtype_name(dtype)}"
-    dims = _static_dims(node, 0)
-    if dims is not None and 0 in dims:
-        axes = constant_input(node, 1) if given(node, 1) else node.attr("axes")
-        rank = len(dims)
-        reduced = range(rank) if axes is None or len(axes) == 0 else [int(a) % rank for a in np.reshape(axes, -1)]
-        if not (axes is not None and len(axes) == 0 and node.attr("noop_with_empty_axes", 0)) and any(
-                dims[a] == 0 for a in reduced):  # fmt: skip
-            return "a reduction over an empty axis"
     return None
 
 
@@ -138,7 +121,7 @@ def _resize_check(node) -> str | None:
 
 
 CHECKS = {
-    "Dropout": _dropout_check, "Pow": _pow_check, "Split": _split_check,
+    "Dropout": _dropout_check, "Pow": _pow_check,
     **{f"Reduce{k}": _reduce_check for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
                                              "LogSum", "LogSumExp")},
     "Softmax": _softmax_check, "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,

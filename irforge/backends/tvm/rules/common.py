@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ....core_ir.dtypes import DataType, is_floating
 from ...table import RuleTable, dtype_of, static
 
@@ -37,6 +39,27 @@ def _moments(op, x, axes):
     mean = op.mean(x, axes, True)
     centered = op.subtract(x, mean)
     return mean, op.mean(op.multiply(centered, centered), axes, True)
+
+
+EMPTY_REDUCTION = {"Sum": 0.0, "Mean": float("nan"), "Max": float("-inf"), "Min": float("inf"), "Prod": 1.0,
+                   "L1": 0.0, "L2": 0.0, "SumSquare": 0.0, "LogSum": float("-inf"), "LogSumExp": float("-inf")}
+"""What ONNX's reductions give over an empty set."""
+
+
+def empty_reduction(ctx, node, x, axes: list[int], kind: str):
+    """The result of reducing ``x`` over ``axes`` where one of them is empty: the reduction's
+    identity (ONNX's empty-set values), in the reduced shape."""
+    dims = ctx.shape(x)
+    keep = bool(node.attr("keepdims", 1))
+    shape = [1 if a in axes else d for a, d in enumerate(dims)] if keep else [d for a, d in enumerate(dims)
+                                                                               if a not in axes]  # fmt: skip
+    dtype = ctx.dtype(x)
+    value = EMPTY_REDUCTION[kind]
+    if not dtype.startswith(("float", "bfloat")):  # integers: the type's extremes for Max and Min
+        info = np.iinfo(np.dtype(dtype))
+        value = {float("-inf"): info.min, float("inf"): info.max}.get(value, value)
+        value = 0 if value != value else value  # an integer mean of nothing: 0, not NaN
+    return np.full(shape, value, dtype=dtype)  # known when the module is built
 
 
 def _float_only(node) -> str | None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ....ops.geometry import resize_axes, resize_weights
 from ...table import Refused, Rule, static
-from .common import RULES, _axis, _float_only, _ints, _moments, _op, _s, rule
+from .common import RULES, _axis, _float_only, _ints, _moments, _op, _s, empty_reduction, rule
 from .elementwise import _cast, trunc_divide
 from .reduce import _reduction_axes
 
@@ -187,8 +187,10 @@ def _reduce_composed(kind: str) -> Rule:
         axes = _reduction_axes(ctx, node, args, x)
         if axes is None:
             return [x]
-        if not ctx.dtype(x).startswith("float") or any(ctx.shape(x)[a] == 0 for a in axes):
-            raise Refused(f"Reduce{kind} of {ctx.dtype(x)} or over an empty axis")
+        if not ctx.dtype(x).startswith("float"):
+            raise Refused(f"Reduce{kind} of {ctx.dtype(x)}")
+        if any(ctx.shape(x)[a] == 0 for a in axes):
+            return [empty_reduction(ctx, node, x, axes, kind)]
         keep = bool(node.attr("keepdims", 1))
         if kind == "L1":
             return [op.sum(op.abs(x), axes, keep)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...table import Refused, Rule, static
-from .common import RULES, _axis, _ints, _moments, _op, _s, rule
+from .common import RULES, _axis, _ints, _moments, _op, _s, empty_reduction, rule
 
 # --- reductions and normalization ---------------------------------------------------------------
 
@@ -26,8 +26,10 @@ def _reduce(kind: str) -> Rule:
         axes = _reduction_axes(ctx, node, args, x)
         if axes is None:
             return [x]
-        if ctx.dtype(x) == "bool" or any(ctx.shape(x)[a] == 0 for a in axes):
-            raise Refused("a reduction of booleans or over an empty axis")
+        if ctx.dtype(x) == "bool":
+            raise Refused("a reduction of booleans")
+        if any(ctx.shape(x)[a] == 0 for a in axes):
+            return [empty_reduction(ctx, node, x, axes, kind)]
         keep = bool(node.attr("keepdims", 1))
         return [{"Sum": op.sum, "Mean": op.mean, "Max": op.max, "Min": op.min, "Prod": op.prod}[kind](x, axes, keep)]
 

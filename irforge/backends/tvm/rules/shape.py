@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....ops.geometry import clamp_slice
-from ...table import Refused, static
+from ...table import static
 from .common import _axis, _ints, _op, _s, rule
 
 # --- shapes -----------------------------------------------------------------------------------
@@ -111,8 +111,17 @@ def _split(ctx, node, args):
             sizes = [min(chunk, dims[axis] - i * chunk) for i in range(n)]
         else:
             sizes = [dims[axis] // n] * n
-    if any(int(v) <= 0 for v in sizes):
-        raise Refused("Split into empty parts")
+    if any(int(v) <= 0 for v in sizes):  # empty parts: each a slice of its own (or zeros)
+        out, start = [], 0
+        for size in (int(v) for v in sizes):
+            if size == 0:
+                shape = list(dims)
+                shape[axis] = 0
+                out.append(_op().zeros(shape, ctx.dtype(x)))
+            else:
+                out.append(_op().strided_slice(x, [axis], [start], [start + size], assume_inbound=True))
+            start += size
+        return out
     bounds = np.cumsum(sizes)[:-1].tolist()
     parts = ctx.emit(_op().split(x, bounds, axis=axis))
     from tvm import relax

@@ -68,16 +68,17 @@ def _positions(shape: tuple[int, ...], axis: int) -> np.ndarray:
 
 @decomposition("Hardmax")
 def _hardmax(node: Node, opset: int) -> Function | None:
-    """1 at the first maximum along ``axis``, 0 elsewhere: ``Equal(position, ArgMax)``."""
+    """1 at the first maximum along ``axis``, 0 elsewhere: ``Cast(Equal(position, ArgMax))``."""
     shape = _static_shape(node.inputs[0])
     if shape is None or opset < 13 or not shape:
         return None
+    dtype = node.inputs[0].type.dtype
     axis = node.attr("axis", -1) % len(shape)
     g, b = _body(node, opset)
     x = g.inputs[0]
     first = b.op.ArgMax(x, axis=axis, keepdims=1, select_last_index=0)
     hit = b.op.Equal(b.constant(_positions(shape, axis)), first)
-    g.append_output(b.op.CastLike(hit, x))
+    g.append_output(b.op.Cast(hit, to=int(dtype)))
     return _function(node, g)
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from test_plugins import _package
 
 PLUGIN = '''
 """A toy backend: numpy kernels in an irforge rule table, one closure per node."""
@@ -91,19 +91,7 @@ def irforge_register_backends():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
-    pkg = root / "irforge-toy-backend"
-    pkg.mkdir()
-    (pkg / "pyproject.toml").write_text(textwrap.dedent("""
-        [build-system]
-        requires = ["setuptools>=61"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "irforge-toy-backend"
-        version = "0.1.0"
-        [project.entry-points."irforge.plugins"]
-        toy = "irforge_toy_backend"
-        """))  # fmt: skip
-    (pkg / "irforge_toy_backend.py").write_text(PLUGIN)
+    pkg = _package(root, "irforge-toy-backend", "irforge_toy_backend", PLUGIN, "toy")
     target = root / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(pkg)],
                    check=True)  # fmt: skip

@@ -34,6 +34,11 @@ BACKENDS = {
     "Unsupported", "UnsupportedError", "collect_unsupported", "static",
 }  # fmt: skip
 
+API = {
+    "backend", "backend_names", "compile", "emit", "emit_targets", "from_jax", "from_onnx", "from_torch", "load",
+    "optimize", "pipeline_text", "prepare", "registry", "save", "to_onnx", "unsupported",
+}  # fmt: skip
+
 OPS = {
     "Kind", "Traits", "category", "decompose", "elementwise_ops", "fused", "geometry", "is_elementwise", "kind",
     "ops_of_kind", "traits",
@@ -91,6 +96,7 @@ def test_exported_names_are_pinned():
 
 
 def test_every_subpackage_pins_its_names_and_documents_them():
+    import irforge.api
     import irforge.backends
     import irforge.frontends
     import irforge.irviz
@@ -102,7 +108,8 @@ def test_every_subpackage_pins_its_names_and_documents_them():
     for module, names in ((irforge, TOP_LEVEL), (irforge.core_ir, CORE_IR), (irforge.passes, PASSES),
                           (irforge.plugins, PLUGINS), (irforge.testing, TESTING),
                           (irforge.backends, BACKENDS), (irforge.frontends, FRONTENDS),
-                          (irforge.irviz, IRVIZ), (irforge.ops, OPS)):  # fmt: skip
+                          (irforge.irviz, IRVIZ), (irforge.ops, OPS),
+                          (irforge.api, API)):  # fmt: skip
         assert set(module.__all__) == names, module.__name__
         for name in names:
             obj = getattr(module, name)
@@ -159,3 +166,16 @@ def test_import_irforge_does_not_load_heavy_toolchains():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_new_entry_points_answer_bad_input_with_one_irforge_error(tmp_path):
+    from irforge.backends import BackendError
+
+    model = irforge.load(EXAMPLE)
+    with pytest.raises(BackendError, match="no backend named 'nope'; installed: onnxruntime"):
+        irforge.unsupported(model, "nope")
+    with pytest.raises(BackendError, match="no backend named 'nope'"):
+        irforge.prepare(model, irforge.backend("nope"))
+    with pytest.raises(irforge.IrforgeError, match=r"missing\.irf: cannot read"):
+        irforge.load(tmp_path / "missing.irf")
+    assert irforge.unsupported(model, "xla") == [] and irforge.prepare(model, irforge.backend("reference")) is model

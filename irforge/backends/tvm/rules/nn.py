@@ -44,7 +44,6 @@ def _pads(node, x_dims, kernel, strides, dilations):
 
 @rule("Conv")
 def _conv(ctx, node, args):
-    op = _op()
     x, w = ctx.expr(args[0]), ctx.expr(args[1])
     wdims = ctx.shape(w)
     kernel = list(node.attr("kernel_shape") or wdims[2:])
@@ -54,16 +53,7 @@ def _conv(ctx, node, args):
     strides = list(node.attr("strides") or [1] * n)
     dilations = list(node.attr("dilations") or [1] * n)
     pads = _pads(node, ctx.shape(x), kernel, strides, dilations)
-    conv = {1: op.nn.conv1d, 2: op.nn.conv2d, 3: op.nn.conv3d}[n]
-    layouts = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}[n]
-    half = ctx.dtype(x) == "float16"  # accumulate in float32, as the other engines do
-    y = conv(x, w, strides=strides, padding=pads, dilation=dilations, groups=node.attr("group", 1),
-             data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="float32" if half else None)  # fmt: skip
-    if half:
-        y = op.astype(y, "float16")
-    if len(args) > 2 and args[2] is not None:
-        y = op.add(y, op.reshape(ctx.expr(args[2]), [1, -1] + [1] * n))
-    return [y]
+    return [_convolve(ctx, x, w, args, strides, pads, dilations, node.attr("group", 1))]
 
 
 @rule("ConvTranspose")
@@ -102,16 +92,24 @@ def _conv_transpose(ctx, node, args):
     wk = op.reshape(wk, [group * cout_g, cin // group, *wdims[2:]])
     for a in range(2, 2 + n):
         wk = op.flip(wk, a)
+    return [_convolve(ctx, x, wk, args, [1] * n, [0] * (2 * n), dilations, group)]
+
+
+def _convolve(ctx, x, w, args, strides, pads, dilations, group):
+    """A 1-, 2- or 3-D NC* convolution of ``x`` by ``w`` plus the optional bias ``args[2]``;
+    float16 accumulates in float32, as the other engines do."""
+    op = _op()
+    n = len(strides)
     conv = {1: op.nn.conv1d, 2: op.nn.conv2d, 3: op.nn.conv3d}[n]
     layouts = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}[n]
     half = ctx.dtype(x) == "float16"
-    y = conv(x, wk, strides=[1] * n, padding=[0] * (2 * n), dilation=dilations, groups=group,
+    y = conv(x, w, strides=strides, padding=pads, dilation=dilations, groups=group,
              data_layout=layouts[0], kernel_layout=layouts[1], out_dtype="float32" if half else None)  # fmt: skip
     if half:
         y = op.astype(y, "float16")
     if len(args) > 2 and args[2] is not None:
         y = op.add(y, op.reshape(ctx.expr(args[2]), [1, -1] + [1] * n))
-    return [y]
+    return y
 
 
 @rule("MaxPool", "AveragePool")

@@ -72,7 +72,7 @@ def _core_aten(mapped: set[str]) -> tuple[int, list[str]]:
 
 
 def _run(suite: str, args) -> list[dict]:
-    from irforge.frontends import conformance as c
+    from irforge.testing import frontend_conformance as c
 
     def progress(r):
         bad = {e: o for e, o in r.outcomes.items() if o in ("wrong", "error") and e != "peer"}

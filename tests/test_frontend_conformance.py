@@ -10,7 +10,7 @@ from pathlib import Path
 
 import expecttest  # noqa: F401 - torch's OpInfo database needs it; a missing install must fail, not skip
 
-from irforge.frontends import conformance
+from irforge.testing import frontend_conformance as conformance
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from ...core_ir.dtypes import DataType, to_numpy
-from ...core_ir.value import Value
-from ..common import NotMapped
-from ..lib.linalg import _i64
+from ....core_ir.dtypes import DataType, to_numpy
+from ....core_ir.value import Value
+from ...common import NotMapped
+from ...lib.linalg import _i64
 
 
 def register(aten) -> None:

@@ -54,6 +54,40 @@ def window(node: Node, spatial: Sequence[int], kernel: Sequence[int]) -> tuple[l
     return strides, pads, dilations
 
 
+def ceil_pads(spatial: Sequence[int], pads: Pads, kernel: Sequence[int], strides: Sequence[int],
+              dilations: Sequence[int]) -> Pads:
+    """``pads`` with the high side grown so that a ``ceil_mode`` pool's last, partial window fits;
+    a window that would start past the input and its low pad is dropped, as ONNX's reference does."""
+    out_pads = []
+    for i, size in enumerate(spatial):
+        lo, hi = pads[i]
+        padded = size + lo + hi
+        eff = (kernel[i] - 1) * dilations[i] + 1
+        out = -(-(padded - eff) // strides[i]) + 1
+        if (out - 1) * strides[i] >= size + lo:
+            out -= 1  # the last window must start inside the input or the low pad
+        need = (out - 1) * strides[i] + eff - padded
+        out_pads.append((lo, hi + max(need, 0)))
+    return out_pads
+
+
+def pool_counts(spatial: Sequence[int], declared: Pads, pads: Pads, kernel: Sequence[int], strides: Sequence[int],
+                dilations: Sequence[int], count_include_pad: bool) -> np.ndarray:
+    """How many elements each AveragePool window divides by: the input's, plus the declared pads'
+    with ``count_include_pad``, never the extra high pad of ``ceil_mode`` (``pads`` is the
+    declared pads with that extra).  Known before anything runs, one factor a spatial dim."""
+    total = np.ones((), np.int64)
+    for i, size in enumerate(spatial):
+        lo, hi = pads[i]
+        eff = (kernel[i] - 1) * dilations[i] + 1
+        out = (size + lo + hi - eff) // strides[i] + 1
+        first, last = (0, size + declared[i][0] + declared[i][1]) if count_include_pad else (lo, lo + size)
+        taps = np.arange(out)[:, None] * strides[i] + np.arange(kernel[i])[None, :] * dilations[i]
+        counts = ((taps >= first) & (taps < last)).sum(axis=1)
+        total = np.multiply.outer(total, counts)
+    return total
+
+
 def flat_pads(pads: Sequence[tuple[int, int]]) -> list[int]:
     """``(low, high)`` pairs as ONNX's flat list: every low first, then every high."""
     return [p[0] for p in pads] + [p[1] for p in pads]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ....ops.geometry import conv_transpose, window
+from ....ops.geometry import ceil_pads, conv_transpose, pool_counts, window
 from ...table import Lowering, Rule
 from .common import RULES, _axis, _jnp, _np_dtype, rule
 from .elementwise import _c
@@ -157,17 +157,10 @@ def _pool(kind: str) -> Rule:
 
         jnp, x = _jnp(), args[0]
         kernel = list(node.attr("kernel_shape"))
-        n = len(kernel)
         strides, pads, dilations = _spatial(node, x, kernel)
+        declared = pads
         if node.attr("ceil_mode", 0):
-            for i in range(n):
-                size = x.shape[2 + i] + pads[i][0] + pads[i][1]
-                eff = (kernel[i] - 1) * dilations[i] + 1
-                out = -(-(size - eff) // strides[i]) + 1
-                if (out - 1) * strides[i] >= x.shape[2 + i] + pads[i][0]:
-                    out -= 1  # the last window must start inside the input or the left pad
-                need = (out - 1) * strides[i] + eff - size
-                pads[i] = (pads[i][0], pads[i][1] + max(need, 0))
+            pads = ceil_pads(x.shape[2:], pads, kernel, strides, dilations)
         window, wstrides = (1, 1, *kernel), (1, 1, *strides)
         wdil, wpads = (1, 1, *dilations), ((0, 0), (0, 0), *pads)
         if kind == "Max":
@@ -182,17 +175,9 @@ def _pool(kind: str) -> Rule:
             total = lax.reduce_window(jnp.abs(x) ** pw, jnp.zeros((), x.dtype), lax.add, window, wstrides, wpads,
                                       window_dilation=wdil)  # fmt: skip
             return [total ** (1.0 / pw)]
-        if node.attr("count_include_pad", 0):
-            # the explicit pads count, the extra ceil-mode pad does not
-            declared = _declared_pads(node, x, kernel, strides, dilations)
-            ones = jnp.pad(jnp.ones(x.shape, x.dtype), ((0, 0), (0, 0), *declared), constant_values=1)
-            extra = [(lo - d[0], hi - d[1]) for (lo, hi), d in zip(pads, declared, strict=True)]
-            count = lax.reduce_window(ones, jnp.zeros((), x.dtype), lax.add, window, wstrides,
-                                      ((0, 0), (0, 0), *extra), window_dilation=wdil)  # fmt: skip
-        else:
-            count = lax.reduce_window(jnp.ones(x.shape, x.dtype), jnp.zeros((), x.dtype), lax.add, window, wstrides,
-                                      wpads, window_dilation=wdil)  # fmt: skip
-        return [total / count]
+        count = pool_counts(x.shape[2:], declared, pads, kernel, strides, dilations,
+                            bool(node.attr("count_include_pad", 0)))
+        return [total / jnp.asarray(count, x.dtype)]
 
     return fn
 
@@ -216,11 +201,6 @@ def _max_pool_with_indices(x, init, window, strides, pads, dilations) -> list:
     last = jnp.asarray(jnp.iinfo(jnp.int64).max, jnp.int64)
     y, where = lax.reduce_window((x, positions), (init, last), pick, window, strides, pads, window_dilation=dilations)
     return [y, where]
-
-
-def _declared_pads(node, x, kernel, strides, dilations):
-    _, pads, _ = _spatial(node, x, kernel)
-    return pads
 
 
 RULES["MaxPool"] = Lowering(_pool("Max"), _pool_check)

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
+from ....ops.checks import dropout_draws
 from ....ops.geometry import clamp_slice as _clamp_slice
-from ...table import Lowering, NotStatic, Rule, static
+from ...table import Lowering, Refused, Rule, static
 from .common import RULES, _axis, _jnp, _np_dtype, rule
 
 # --- shapes and data movement -----------------------------------------------------------------
@@ -339,13 +340,12 @@ def _scatter_nd(ctx, node, args):
     return [_scatter_update(x, index, upd, node.attr("reduction", "none"))]
 
 
-@rule("Dropout")
+@rule("Dropout", check=dropout_draws)
 def _dropout(ctx, node, args):
     jnp, x = _jnp(), args[0]
-    training = static(args[2], "Dropout's training_mode") if len(args) > 2 and args[2] is not None else None
-    ratio = static(args[1], "Dropout's ratio") if len(args) > 1 and args[1] is not None else None
-    if training is not None and bool(training) and (ratio is None or float(ratio) != 0):
-        raise NotStatic("Dropout in training mode draws random numbers")
+    why = dropout_draws(node)
+    if why:
+        raise Refused(why)
     outs = [x]
     if len(node.outputs) > 1:
         outs.append(jnp.ones(x.shape, dtype=bool))

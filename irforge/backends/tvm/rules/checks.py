@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 from ....core_ir.dtypes import DataType, is_floating
+from ....ops.checks import dropout_draws
 from ....ops.geometry import resize_check
 from ...table import constant_input, dtype_of, given, outputs_used, shape_of
 from .common import RULES, _dtype_name
 
 # --- the uses Relax cannot take, refused before anything is lowered ---------------------------------
-
-
-def _dropout_check(node) -> str | None:
-    if node.op_type != "Dropout":
-        return None
-    if outputs_used(node) > 1:
-        return "Dropout's mask output"
-    if given(node, 2):
-        training = constant_input(node, 2)
-        if training is None or bool(training.reshape(-1)[0]):
-            return "Dropout in training mode draws random numbers"
-    return None
 
 
 def _pow_check(node) -> str | None:
@@ -92,8 +81,6 @@ def _pool_check(node) -> str | None:
         return f"{node.op_type} over {len(kernel)} spatial dims"
     if node.op_type == "MaxPool" and outputs_used(node) > 1:
         return "MaxPool's Indices output"
-    if node.op_type == "AveragePool" and node.attr("ceil_mode", 0):
-        return "AveragePool with ceil_mode"
     return None
 
 
@@ -121,7 +108,7 @@ def _resize_check(node) -> str | None:
 
 
 CHECKS = {
-    "Dropout": _dropout_check, "Pow": _pow_check,
+    "Dropout": dropout_draws, "Pow": _pow_check,
     **{f"Reduce{k}": _reduce_check for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
                                              "LogSum", "LogSumExp")},
     "Softmax": _softmax_check, "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,

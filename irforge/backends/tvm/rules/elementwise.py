@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...table import Refused, static
+from ....ops.checks import dropout_draws
+from ...table import Refused
 from .common import RULES, _op, _s, rule
 
 # --- element-wise ------------------------------------------------------------------------------
@@ -29,15 +30,20 @@ for _name, _path in _UNARY.items():
     RULES.add(_name, lambda ctx, node, args, _path=_path: [_resolve(_path)(ctx.expr(args[0]))])
 
 
-@rule("Identity", "Dropout")
+@rule("Identity")
 def _identity(ctx, node, args):
-    if node.op_type == "Dropout":
-        if len(node.outputs) > 1 and node.outputs[1] is not None:
-            raise Refused("Dropout's mask output")
-        training = static(args[2], "Dropout's training_mode") if len(args) > 2 and args[2] is not None else None
-        if training is not None and bool(training.reshape(-1)[0]):
-            raise Refused("Dropout in training mode draws random numbers")
     return [ctx.expr(args[0])]
+
+
+@rule("Dropout")
+def _dropout(ctx, node, args):
+    """Dropout that drops nothing (inference, or a ratio of 0): the input, and a mask of trues."""
+    why = dropout_draws(node)
+    if why:
+        raise Refused(why)
+    x = ctx.expr(args[0])
+    mask = _op().ones(ctx.shape(x), "bool") if len(node.outputs) > 1 and node.outputs[1] is not None else None
+    return [x, mask]
 
 
 @rule("Reciprocal")

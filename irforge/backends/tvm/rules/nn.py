@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ....core_ir.node import Node
-from ....ops.geometry import conv_transpose, flat_pads, window
+from ....ops.geometry import ceil_pads, conv_transpose, flat_pads, pool_counts, window
 from ...table import Refused
-from .common import RULES, _op, rule
+from .common import RULES, _op, _s, rule
 
 # --- linear algebra, convolution, pooling -------------------------------------------------------
 
@@ -130,11 +132,26 @@ def _pool(ctx, node, args):
     if node.op_type == "MaxPool":
         pool = {1: op.nn.max_pool1d, 2: op.nn.max_pool2d, 3: op.nn.max_pool3d}[n]
         return [pool(x, kernel, strides, pads, dilations, ceil_mode=ceil, layout=layout)]
-    if ceil:
-        raise Refused("AveragePool with ceil_mode")
     pool = {1: op.nn.avg_pool1d, 2: op.nn.avg_pool2d, 3: op.nn.avg_pool3d}[n]
+    if ceil:
+        return [_ceil_average_pool(ctx, node, x, pool, kernel, strides, dilations, layout)]
     return [pool(x, kernel, strides, pads, dilations, ceil_mode=False, layout=layout,
                  count_include_pad=bool(node.attr("count_include_pad", 0)))]  # fmt: skip
+
+
+def _ceil_average_pool(ctx, node, x, pool, kernel, strides, dilations, layout):
+    """An AveragePool with ``ceil_mode``: the input padded with zeros by the declared pads and the
+    last window's overhang, summed over full windows, divided by ONNX's count (which leaves the
+    overhang out, and the declared pads too unless ``count_include_pad``), known up front."""
+    op = _op()
+    spatial = ctx.shape(x)[2:]
+    declared = window(node, spatial, kernel)[1]
+    pads = ceil_pads(spatial, declared, kernel, strides, dilations)
+    padded = op.nn.pad(x, [0, 0, 0, 0] + [p for pair in pads for p in pair], "constant", 0.0)
+    mean = pool(padded, kernel, strides, [0] * (2 * len(kernel)), dilations, layout=layout, count_include_pad=True)
+    counts = pool_counts(spatial, declared, pads, kernel, strides, dilations, bool(node.attr("count_include_pad", 0)))
+    total = op.multiply(mean, _s(ctx, int(np.prod(kernel)), mean))
+    return op.divide(total, ctx.expr(counts.astype(ctx.dtype(x))))
 
 
 @rule("GlobalAveragePool", "GlobalMaxPool")

@@ -9,7 +9,7 @@ shape.  The uses a rule cannot express exactly are refused up front by the check
 """
 
 from ...table import Refused
-from . import checks, composed, elementwise, nn, reduce, shape  # noqa: F401  (each fills RULES)
+from . import checks, composed, elementwise, index, nn, reduce, shape  # noqa: F401  (each fills RULES)
 from .common import DTYPES, RULES, rule
 
 checks.attach()

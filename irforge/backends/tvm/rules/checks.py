@@ -11,13 +11,6 @@ from .common import RULES, _dtype_name
 # --- the uses Relax cannot take, refused before anything is lowered ---------------------------------
 
 
-def _pow_check(node) -> str | None:
-    a, b = dtype_of(node, 0), dtype_of(node, 1)
-    if a is not None and (a != b or not is_floating(a)):
-        return "Pow of integers or of two different types"
-    return None
-
-
 def _static_dims(node, index: int) -> list | None:
     shape = shape_of(node, index)
     return None if shape is None else list(shape)
@@ -84,13 +77,8 @@ def _pool_check(node) -> str | None:
     return None
 
 
-def _mod_check(node) -> str | None:
-    dtype = dtype_of(node, 0)
-    if dtype is None:
-        return None
-    if not node.attr("fmod", 0) and is_floating(dtype):
-        return "floating Mod needs fmod=1"
-    return None
+def _topk_check(node) -> str | None:
+    return "TopK of uint64" if dtype_of(node, 0) == DataType.UINT64 else None
 
 
 def _rms_norm_check(node) -> str | None:
@@ -108,12 +96,12 @@ def _resize_check(node) -> str | None:
 
 
 CHECKS = {
-    "Dropout": dropout_draws, "Pow": _pow_check,
+    "Dropout": dropout_draws,
     **{f"Reduce{k}": _reduce_check for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
                                              "LogSum", "LogSumExp")},
     "Softmax": _softmax_check, "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,
     "Conv": _conv_check, "ConvTranspose": _conv_check, "MaxPool": _pool_check, "AveragePool": _pool_check,
-    "Mod": _mod_check, "RMSNormalization": _rms_norm_check, "Resize": _resize_check,
+    "TopK": _topk_check, "RMSNormalization": _rms_norm_check, "Resize": _resize_check,
 }  # fmt: skip
 
 

@@ -88,10 +88,15 @@ def _mod(ctx, node, args):
     a, b = ctx.expr(args[0]), ctx.expr(args[1])
     floating = ctx.dtype(a).startswith("float")
     if node.attr("fmod", 0):
-        q = op.trunc(op.divide(a, b)) if floating else trunc_divide(ctx, a, b)
-        return [op.subtract(a, op.multiply(q, b))]
-    if floating:
-        raise Refused("floating Mod needs fmod=1")
+        if floating:
+            return [op.mod(a, b)]  # C's fmod
+        return [op.subtract(a, op.multiply(trunc_divide(ctx, a, b), b))]
+    if floating:  # numpy's mod: fmod moved into the divisor's sign, a zero carrying that sign
+        r = op.mod(a, b)
+        negative_b = op.less(b, _s(ctx, 0, b))
+        moved = op.logical_and(op.not_equal(r, _s(ctx, 0, r)), op.logical_xor(op.less(r, _s(ctx, 0, r)), negative_b))
+        zero = op.where(negative_b, _s(ctx, -0.0, r), _s(ctx, 0.0, r))
+        return [op.where(op.equal(r, _s(ctx, 0, r)), zero, op.where(moved, op.add(r, b), r))]
     return [op.floor_mod(a, b)]
 
 

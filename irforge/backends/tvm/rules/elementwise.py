@@ -65,10 +65,38 @@ for _name, _path in _BINARY.items():
 
 @rule("Pow")
 def _pow(ctx, node, args):
+    """The result has the base's type, as ONNX says: a float exponent of an integer base is
+    computed in float64 and truncated; integer powers are exact (wrapping as numpy's do), by
+    repeated squaring over the exponent's bits."""
+    op = _op()
     a, b = ctx.expr(args[0]), ctx.expr(args[1])
-    if ctx.dtype(a) != ctx.dtype(b) or not ctx.dtype(a).startswith("float"):
-        raise Refused("Pow of integers or of two different types")
-    return [_op().power(a, b)]
+    base, exponent = ctx.dtype(a), ctx.dtype(b)
+    if base.startswith("float"):
+        return [op.power(a, b if exponent == base else op.astype(b, base))]
+    if exponent.startswith("float"):
+        return [op.astype(op.trunc(op.power(op.astype(a, "float64"), op.astype(b, "float64"))), base)]
+    return [_integer_power(ctx, a, b, args[1])]
+
+
+def _integer_power(ctx, a, b, given):
+    op = _op()
+    if isinstance(given, np.ndarray):
+        bits = max(int(np.max(np.abs(given.astype(np.int64)), initial=0)).bit_length(), 1)
+    else:
+        bits = np.dtype(ctx.dtype(b)).itemsize * 8
+    result, square = op.ones_like(op.add(a, op.zeros_like(op.astype(b, ctx.dtype(a))))), a
+    for i in range(bits):
+        bit = op.not_equal(op.bitwise_and(op.right_shift(b, _s(ctx, i, b)), _s(ctx, 1, b)), _s(ctx, 0, b))
+        result = op.where(bit, op.multiply(result, square), result)
+        square = op.multiply(square, square)
+    if not ctx.dtype(b).startswith("uint"):  # a negative exponent: 1/a**n toward zero
+        one, minus_one = _s(ctx, 1, a), _s(ctx, -1, a) if not ctx.dtype(a).startswith("uint") else None
+        odd = op.not_equal(op.bitwise_and(b, _s(ctx, 1, b)), _s(ctx, 0, b))
+        inverse = op.where(op.equal(a, one), one, op.zeros_like(result))
+        if minus_one is not None:
+            inverse = op.where(op.equal(a, minus_one), op.where(odd, minus_one, one), inverse)
+        result = op.where(op.less(b, _s(ctx, 0, b)), inverse, result)
+    return result
 
 
 @rule("Div")

@@ -13,6 +13,7 @@ STATIC_OPERANDS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,),
     "Split": (1,), "Pad": (1, 3), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,),
     "CumSum": (1,), "CumProd": (1,), "Trilu": (1,), "Dropout": (1, 2), "Resize": (1, 2, 3),
+    "DFT": (1, 2), "Col2Im": (1, 2), "AffineGrid": (1,), "STFT": (1, 2, 3),
     **{f"Reduce{k}": (1,) for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "LogSum", "LogSumExp",
                                      "SumSquare")},
 }  # fmt: skip
@@ -42,4 +43,6 @@ def static_inputs(model: Model) -> list:
         p = v.producer()
         if p is not None and p.op_type not in ("Shape", "Size"):
             stack.extend(x for x in p.inputs if x is not None)
+            for g in p.subgraphs():  # an If's or Loop's results come from its branches' outputs
+                stack.extend(g.outputs)
     return [v for v in graph.inputs if v in found]

@@ -137,6 +137,21 @@ def outputs_used(node: Node) -> int:
     return sum(1 for o in node.outputs if o is not None)
 
 
+def _untaken_branches(model: Model, known: dict) -> set[int]:
+    """The graphs (by id, with every graph inside them) that an ``If`` whose condition is known
+    at compile time does not take: never lowered, so never refused."""
+    out: set[int] = set()
+    for graph in model.graph.all_graphs():
+        for node in graph:
+            cond = known.get(node.inputs[0]) if node.op_type == "If" and node.inputs else None
+            if cond is None or node.domain:
+                continue
+            untaken = node.attr("else_branch") if bool(np.asarray(cond).reshape(-1)[0]) else node.attr("then_branch")
+            if untaken is not None:
+                out.update(id(g) for g in untaken.all_graphs())
+    return out
+
+
 def _static_shape(v) -> tuple[int, ...] | None:
     shape = getattr(getattr(v, "type", None), "shape", None)
     return tuple(shape) if shape is not None and all(isinstance(d, int) for d in shape) else None
@@ -194,35 +209,52 @@ class RuleTable:
         ``None`` here, known only at the call), ``Shape`` and ``Size`` of static shapes, and the
         results of nodes computed from those alone and small enough to fold (:func:`foldable`),
         run here through the reference interpreter as the lowering will run them."""
-        from ..core_ir.interpreter import Interpreter
         from .static_operands import static_inputs
 
         known: dict = dict.fromkeys(static_inputs(model))
-        for graph in model.graph.all_graphs():
-            interpreter = Interpreter(graph, model.opset_imports)
-            for v in graph.initializers.values():
-                known[v] = v.const_value.numpy()
-            for node in graph:
-                if node.domain not in ("", "ai.onnx") or node.op_type in self.native - {"Constant"}:
-                    continue
-                if node.op_type in ("Shape", "Size") and _static_shape(node.inputs[0]) is not None:
-                    args = [np.zeros(_static_shape(node.inputs[0]), np.int8)]
-                elif all(v is None or v in known or v.is_constant() for v in node.inputs):
-                    args = [None if v is None else known[v] if v in known else v.const_value.numpy()
-                            for v in node.inputs]  # fmt: skip
-                else:
-                    continue
-                if any(a is None and v is not None for a, v in zip(args, node.inputs, strict=True)):
-                    known.update(dict.fromkeys(o for o in node.outputs if o is not None))  # known at the call
-                    continue
-                if not foldable(args):
-                    continue
-                try:
-                    outs = fold(interpreter, node, args)
-                except Exception:
-                    continue  # the lowering will fail on it the same way, and say so
-                known.update((o, x) for o, x in zip(node.outputs, outs, strict=False) if o is not None)
+        self._fold_graph(model, model.graph, known)
         return known
+
+    def _fold_graph(self, model: Model, graph, known: dict) -> None:
+        """Fill ``known`` from ``graph``'s nodes in order; an ``If`` whose condition is known
+        takes its branch's results, as the driver inlines it."""
+        from ..core_ir.interpreter import Interpreter
+
+        interpreter = Interpreter(graph, model.opset_imports)
+        for v in graph.initializers.values():
+            known[v] = v.const_value.numpy()
+        for node in graph:
+            subgraphs = node.subgraphs()
+            if subgraphs:
+                for g in subgraphs:
+                    self._fold_graph(model, g, known)
+                cond = known.get(node.inputs[0]) if node.op_type == "If" and node.inputs else None
+                if cond is not None and not node.domain:
+                    taken = node.attr("then_branch") if bool(np.asarray(cond).reshape(-1)[0]) else node.attr(
+                        "else_branch")  # fmt: skip
+                    for o, r in zip(node.outputs, taken.outputs, strict=False):
+                        if o is not None and r in known:  # a value, or None: known at the call
+                            known[o] = known[r]
+                continue
+            if node.domain not in ("", "ai.onnx") or node.op_type in self.native - {"Constant"}:
+                continue
+            if node.op_type in ("Shape", "Size") and _static_shape(node.inputs[0]) is not None:
+                args = [np.zeros(_static_shape(node.inputs[0]), np.int8)]
+            elif all(v is None or v in known or v.is_constant() for v in node.inputs):
+                args = [None if v is None else known[v] if v in known else v.const_value.numpy()
+                        for v in node.inputs]  # fmt: skip
+            else:
+                continue
+            if any(a is None and v is not None for a, v in zip(args, node.inputs, strict=True)):
+                known.update(dict.fromkeys(o for o in node.outputs if o is not None))  # known at the call
+                continue
+            if not foldable(args):
+                continue
+            try:
+                outs = fold(interpreter, node, args)
+            except Exception:
+                continue  # the lowering will fail on it the same way, and say so
+            known.update((o, x) for o, x in zip(node.outputs, outs, strict=False) if o is not None)
 
     def node_problems(self, node: Node, functions: dict) -> list[str]:
         """Why ``node`` cannot be lowered: its op, attributes or value types."""
@@ -254,10 +286,15 @@ class RuleTable:
         found: list[tuple[Node, str, str]] = []
         functions = dict(model.functions)
         known = self.static_values(model)
+        untaken = _untaken_branches(model, known)
         for graph in model.graph.all_graphs():
+            if id(graph) in untaken:
+                continue
             for node in graph:
                 if node.domain in ("torch.aten", "jax.lax"):
                     continue  # refused by name below
+                if node.op_type == "If" and not node.domain and node.inputs[0] in known:
+                    continue  # its condition is known when lowering: the driver inlines the branch it picks
                 if node.outputs and all(o is None or o in known for o in node.outputs) and node.op_type != "Constant":
                     continue  # computed by the interpreter while lowering: no rule runs
                 found.extend((node, op_label(node), why) for why in self.node_problems(node, functions))

@@ -192,7 +192,19 @@ def from_proto(
     return model_from_proto(_upgrade(proto, version, source), base_dir, source)
 
 
+def _scans(graph: onnx.GraphProto):
+    for node in graph.node:
+        if node.op_type == "Scan" and node.domain in ("", "ai.onnx"):
+            yield node
+        for a in node.attribute:
+            for g in (a.g, *a.graphs) if a.HasField("g") else a.graphs:
+                yield from _scans(g)
+
+
 def _upgrade(proto: onnx.ModelProto, version: int, source: str) -> onnx.ModelProto:
+    if version < 9 and next(_scans(proto.graph), None) is not None:
+        raise LoadError(f"{source}: a Scan of opset {version} scans a batch axis that Scan of opset 9 on has "
+                        "no place for; re-export the model at opset 9 or later, or load with upgrade=False")
     try:
         upgraded = onnx.version_converter.convert_version(proto, MIN_OPSET)
     except Exception as e:  # the converter raises bare RuntimeErrors/ValueErrors

@@ -36,4 +36,13 @@ def dropout_draws(node: Node) -> str | None:
     return "Dropout in training mode draws random numbers"
 
 
-__all__ = ["dropout_draws"]
+def scan_problem(node: Node) -> str | None:
+    """Why a Scan cannot be lowered: only the opset-8 form, with its batch axis and
+    ``sequence_lens`` (one more input than its body takes), is not."""
+    body = node.attr("body")
+    if body is not None and len(node.inputs) != len(body.inputs):
+        return "Scan of opset 8 (with a batch axis and sequence_lens): convert the model to opset 9 or later"
+    return None
+
+
+__all__ = ["dropout_draws", "scan_problem"]

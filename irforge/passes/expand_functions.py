@@ -113,8 +113,6 @@ def function_body(node: Node, opset: int):
             fp = onnx.FunctionProto.FromString(fp)
     if fp is None or not fp.node:
         return None
-    if any(n.op_type in ("Loop", "Scan", "If") for n in fp.node):
-        return False  # bodies with control flow (Range's) are not expanded
     body_opset = next((o.version for o in fp.opset_import if o.domain in ("", "ai.onnx")), opset)
     if body_opset != opset and not _same_meaning(fp, body_opset, opset):
         return False

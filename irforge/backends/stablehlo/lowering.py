@@ -275,6 +275,8 @@ class _Lowerer:
                 return list(lax.cond(jnp.reshape(cond, ()).astype(bool), branches[1], branches[0], None))
             except TypeError as e:  # branches whose shapes differ
                 raise _NodeUnsupported(node, f"the branches' results differ in shape or type ({e})") from None
+        if node.op_type == "Scan":
+            return self._scan(node, args, env)
         # Loop without scan outputs: a stablehlo.while over (i, cond, carried...)
         body: Graph = node.attr("body")
         trip, cond0, carried = args[0], args[1], args[2:]
@@ -308,6 +310,42 @@ class _Lowerer:
             raise _NodeUnsupported(node, f"a loop-carried value changes shape ({e})") from None
         return list(state[2:])
 
+    def _scan(self, node: Node, args: list, env: dict) -> list:
+        """Scan (opset 9 on): a ``lax.scan`` over the scanned axis, each scan input moved to axis 0
+        (and reversed where its direction is 1), each scan output stacked on axis 0 and moved to
+        its own axis (and reversed) after."""
+        from jax import lax
+
+        jnp = import_jax().numpy
+        body: Graph = node.attr("body")
+        m = node.attr("num_scan_inputs")
+        n = len(body.inputs) - m
+        states, xs = [jnp.asarray(a) for a in args[:n]], [jnp.asarray(a) for a in args[n:]]
+        in_axes = list(node.attr("scan_input_axes") or [0] * m)
+        in_dirs = list(node.attr("scan_input_directions") or [0] * m)
+        k = len(body.outputs) - n
+        out_axes = list(node.attr("scan_output_axes") or [0] * k)
+        out_dirs = list(node.attr("scan_output_directions") or [0] * k)
+        moved = []
+        for x, axis, direction in zip(xs, in_axes, in_dirs, strict=True):
+            x = jnp.moveaxis(x, axis % x.ndim, 0)
+            moved.append(jnp.flip(x, 0) if direction else x)
+
+        def step(carry, slices):
+            inner = dict(env)
+            inner.update(zip(body.inputs, [*carry, *slices], strict=True))
+            outs = [jnp.asarray(o) for o in self.run(body, inner)]
+            return tuple(o.astype(c.dtype) for o, c in zip(outs[:n], carry, strict=True)), tuple(outs[n:])
+
+        try:
+            final, stacked = lax.scan(step, tuple(states), tuple(moved))
+        except TypeError as e:  # a state changes shape between iterations
+            raise _NodeUnsupported(node, f"a scan state changes shape ({e})") from None
+        outs = []
+        for y, axis, direction in zip(stacked, out_axes, out_dirs, strict=True):
+            y = jnp.flip(y, 0) if direction else y
+            outs.append(jnp.moveaxis(y, 0, axis % y.ndim))
+        return [*final, *outs]
 
     def _random(self, node: Node, args: list):
         """ONNX's random ops on the module's key (or on ``seed`` where the node fixes one), folded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...core_ir.dtypes import DataType
 from ...core_ir.node import Node
+from ...ops.checks import scan_problem
 
 DTYPES = frozenset({
     DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16, DataType.BOOL,
@@ -23,10 +24,11 @@ argument of its module, and the XLA backend passes a fresh key at every call."""
 def control_flow_problem(node: Node) -> str | None:
     """Why the driver cannot lower this If, Loop or Scan (random ops and Constant it always can)."""
     if node.op_type == "Scan":
-        return "Scan is not lowered yet (a stablehlo.while over the scanned axis)"
+        return scan_problem(node)
     if node.op_type == "Loop":
         body = node.attr("body")
         n_carried = len(node.inputs) - 2
         if body is not None and len(body.outputs) - 1 > n_carried:
             return "Loop with scan outputs (their length is known only at run time)"
     return None
+

@@ -29,6 +29,7 @@ from ..base import (
 )
 from ..static_operands import static_inputs
 from ..table import NotStatic, fold, foldable
+from .control_flow import CONTROL_FLOW, lower_control_flow
 from .rules import DTYPES, RULES
 
 TARGET = "llvm"
@@ -115,18 +116,10 @@ def lower(model: Model, shapes: dict[str, tuple[int, ...]], static_values: dict[
         var = relax.Var(_ident(v.name), relax.TensorType(shape=list(shapes[v.name]), dtype=dtype))
         env[v] = var
         params.append(var)
-    interp = Interpreter(graph, model.opset_imports)
+    driver = _Driver(ctx, model)
     with bb.function("main", params):
         with bb.dataflow():
-            for v in graph.initializers.values():
-                env.setdefault(v, v.const_value.numpy())
-            for node in graph:
-                args = [None if v is None else _read(env, v) for v in node.inputs]
-                outs = _node(ctx, interp, node, args)
-                for v, x in zip(node.outputs, outs, strict=False):
-                    if v is not None:
-                        env[v] = x
-            results = [ctx.expr(_read(env, v)) for v in graph.outputs]
+            results = [ctx.expr(x) for x in driver.run(graph, env)]
             out = bb.emit_output(relax.Tuple(results))
         bb.emit_func_output(out)
     mod = bb.get()
@@ -150,21 +143,54 @@ def _read(env: dict, v):
     raise BackendError(f"%{v.name} is read before it is computed")
 
 
-def _node(ctx: _Context, interp: Interpreter, node: Node, args: list) -> list:
-    if node.op_type == "Constant" or foldable(args):
+class _Driver:
+    """Lowers a graph node by node into the function being built: constants and small known
+    values folded, control flow unrolled at compile time (:mod:`.control_flow`), every other op
+    through its rule."""
+
+    def __init__(self, ctx: _Context, model: Model):
+        self.ctx, self.model = ctx, model
+        self._interpreters: dict[int, Interpreter] = {}
+
+    def run(self, graph, env: dict) -> list:
+        """Lower ``graph`` with ``env`` binding its inputs (and the outer values it reads); its outputs."""
+        for v in graph.initializers.values():
+            env.setdefault(v, v.const_value.numpy())
+        for node in graph:
+            args = [None if v is None else _read(env, v) for v in node.inputs]
+            outs = self.node(node, args, env)
+            for v, x in zip(node.outputs, outs, strict=False):
+                if v is not None:
+                    env[v] = x
+        return [_read(env, v) for v in graph.outputs]
+
+    def node(self, node: Node, args: list, env: dict) -> list:
+        ctx = self.ctx
+        if node.op_type in CONTROL_FLOW and not node.domain:
+            try:
+                return lower_control_flow(self, node, args, env)
+            except NotStatic as e:
+                raise UnsupportedError("tvm", [Unsupported(node.op_type, 1, node.describe(), str(e))]) from None
+        if node.op_type == "Constant" or foldable(args):
+            try:
+                return fold(self._interpreter(node.graph), node, args)
+            except Exception as e:
+                raise BackendError(f"lowering {node.describe()} failed: {e}") from e
         try:
-            return fold(interp, node, args)
+            outs = RULES[node.op_type].fn(ctx, node, args)
+        except NotStatic as e:
+            raise UnsupportedError("tvm", [Unsupported(node.op_type, 1, node.describe(), str(e))]) from None
+        except (UnsupportedError, BackendError):
+            raise
         except Exception as e:
-            raise BackendError(f"lowering {node.describe()} failed: {e}") from e
-    try:
-        outs = RULES[node.op_type].fn(ctx, node, args)
-    except NotStatic as e:
-        raise UnsupportedError("tvm", [Unsupported(node.op_type, 1, node.describe(), str(e))]) from None
-    except (UnsupportedError, BackendError):
-        raise
-    except Exception as e:
-        raise BackendError(f"lowering {node.describe()} failed: {type(e).__name__}: {e}") from e
-    return [o if isinstance(o, np.ndarray) else ctx.emit(o) for o in outs]
+            raise BackendError(f"lowering {node.describe()} failed: {type(e).__name__}: {e}") from e
+        return [o if o is None or isinstance(o, np.ndarray) else ctx.emit(o) for o in outs]
+
+    def _interpreter(self, graph) -> Interpreter:
+        interp = self._interpreters.get(id(graph))
+        if interp is None:
+            interp = self._interpreters[id(graph)] = Interpreter(graph, self.model.opset_imports)
+        return interp
 
 
 class TVMBackend(Backend):

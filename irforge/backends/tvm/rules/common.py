@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....core_ir.dtypes import DataType, is_floating
+from ....ops.checks import scan_problem
 from ...table import RuleTable, dtype_of, static
 
 DTYPES = frozenset({
@@ -13,7 +14,15 @@ DTYPES = frozenset({
 })  # fmt: skip
 """Element types the TVM backend takes."""
 
-RULES = RuleTable("tvm", "Relax", DTYPES)
+def _control_flow_problem(node) -> str | None:
+    if node.op_type == "If":  # reached only where the condition is not known up front
+        return "If whose condition is computed at run time (Relax here inlines a branch known at compile time)"
+    if node.op_type == "Scan":
+        return scan_problem(node)
+    return None
+
+
+RULES = RuleTable("tvm", "Relax", DTYPES, native=("Constant", "If", "Scan"), native_check=_control_flow_problem)
 rule = RULES.rule
 
 

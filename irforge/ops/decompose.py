@@ -141,4 +141,124 @@ def _lp_pool(node: Node, opset: int) -> Function | None:
     return _function(node, g)
 
 
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
+_PLAIN = frozenset({"Sigmoid", "Tanh", "Relu"})
+
+
+def _given(node: Node, index: int) -> bool:
+    return index < len(node.inputs) and node.inputs[index] is not None
+
+
+@decomposition("RNN")
+@decomposition("GRU")
+@decomposition("LSTM")
+def _recurrent(node: Node, opset: int) -> Function | None:
+    """RNN, GRU and LSTM unrolled over their (static) sequence: one step's gates a MatMul of the
+    input and one of the hidden state, in ONNX's gate order (GRU z r h, LSTM i o f c), for each
+    direction.  Not covered (``None``): ``sequence_lens`` other than the full length, activations
+    other than Sigmoid/Tanh/Relu, ``input_forget``."""
+    from ..core_ir.pattern import constant_value
+
+    kind, gates = node.op_type, _GATES[node.op_type]
+    xs, ws = _static_shape(node.inputs[0]), _static_shape(node.inputs[1])
+    if xs is None or ws is None or len(xs) != 3 or node.attr("input_forget", 0):
+        return None
+    layout = node.attr("layout", 0)
+    steps, batch = (xs[0], xs[1]) if layout == 0 else (xs[1], xs[0])
+    hidden = node.attr("hidden_size") or ws[1] // gates
+    dirs = 2 if node.attr("direction", "forward") == "bidirectional" else 1
+    if _given(node, 4):
+        lens = constant_value(node.inputs[4])
+        if lens is None or not np.all(np.asarray(lens) == steps):
+            return None
+    names = list(node.attr("activations") or _ACTIVATIONS[kind] * dirs)
+    if node.attr("activation_alpha") or node.attr("activation_beta") or not set(names) <= _PLAIN:
+        return None
+    per = len(_ACTIVATIONS[kind])
+    clip = node.attr("clip")
+    dtype = node.inputs[0].type.dtype
+    np_dtype = to_numpy(dtype)
+    g, b = _body(node, opset)
+    ins = g.inputs
+
+    def c(values, like=np_dtype):
+        return b.constant(np.asarray(values, like))
+
+    def pick(x, i, axis=0):
+        return b.op.Gather(x, c(i, np.int64), axis=axis)
+
+    def part(x, k):  # gate k along the last axis (of ``gates * hidden``)
+        return b.op.Slice(x, c([k * hidden], np.int64), c([(k + 1) * hidden], np.int64), c([-1], np.int64))
+
+    def act(name, x):
+        return getattr(b.op, name)(x)
+
+    def clipped(x):
+        return x if clip is None else b.op.Clip(x, c(-clip), c(clip))
+
+    x = ins[0] if layout == 0 else b.op.Transpose(ins[0], perm=[1, 0, 2])
+
+    def state(index):
+        if not _given(node, index):
+            return None
+        v = ins[index]
+        return v if layout == 0 else b.op.Transpose(v, perm=[1, 0, 2])
+
+    h0, c0 = state(5), state(6) if kind == "LSTM" else None
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        f = names[d * per:(d + 1) * per]
+        w_t, r_t = b.op.Transpose(pick(ins[1], d)), b.op.Transpose(pick(ins[2], d))
+        bias = pick(ins[3], d) if _given(node, 3) else None
+        size = gates * hidden
+        wb = None if bias is None else b.op.Slice(bias, c([0], np.int64), c([size], np.int64))
+        rb = None if bias is None else b.op.Slice(bias, c([size], np.int64), c([2 * size], np.int64))
+        peep = pick(ins[7], d) if kind == "LSTM" and _given(node, 7) else None
+        h = pick(h0, d) if h0 is not None else c(np.zeros((batch, hidden)))
+        cell = (pick(c0, d) if c0 is not None else c(np.zeros((batch, hidden)))) if kind == "LSTM" else None
+        reverse = node.attr("direction", "forward") == "reverse" or d == 1
+        outs: list = [None] * steps
+        for t in (reversed(range(steps)) if reverse else range(steps)):
+            xw = b.op.MatMul(pick(x, t), w_t)
+            xw = xw if wb is None else b.op.Add(xw, wb)
+            hr = b.op.MatMul(h, r_t)
+            hr = hr if rb is None else b.op.Add(hr, rb)
+            if kind == "RNN":
+                h = act(f[0], clipped(b.op.Add(xw, hr)))
+            elif kind == "GRU":
+                z = act(f[0], clipped(b.op.Add(part(xw, 0), part(hr, 0))))
+                r = act(f[0], clipped(b.op.Add(part(xw, 1), part(hr, 1))))
+                if node.attr("linear_before_reset", 0):
+                    candidate = b.op.Add(part(xw, 2), b.op.Mul(r, part(hr, 2)))
+                else:
+                    rh = b.op.MatMul(b.op.Mul(r, h), part(r_t, 2))
+                    candidate = b.op.Add(part(xw, 2), rh if rb is None else b.op.Add(rh, part(rb, 2)))
+                n = act(f[1], clipped(candidate))
+                h = b.op.Add(b.op.Mul(b.op.Sub(c(1.0), z), n), b.op.Mul(z, h))
+            else:
+                pre = b.op.Add(xw, hr)
+                pi, po, pf = (None, None, None) if peep is None else (part(peep, 0), part(peep, 1), part(peep, 2))
+                i_pre, f_pre = part(pre, 0), part(pre, 2)
+                if peep is not None:
+                    i_pre, f_pre = b.op.Add(i_pre, b.op.Mul(pi, cell)), b.op.Add(f_pre, b.op.Mul(pf, cell))
+                i_gate, f_gate = act(f[0], clipped(i_pre)), act(f[0], clipped(f_pre))
+                cell = b.op.Add(b.op.Mul(f_gate, cell), b.op.Mul(i_gate, act(f[1], clipped(part(pre, 3)))))
+                o_pre = part(pre, 1) if peep is None else b.op.Add(part(pre, 1), b.op.Mul(po, cell))
+                h = b.op.Mul(act(f[0], clipped(o_pre)), act(f[2], cell))
+            outs[t] = b.op.Unsqueeze(h, c([0], np.int64))
+        ys.append(b.op.Unsqueeze(b.op.Concat(*outs, axis=0), c([1], np.int64)))
+        hs.append(b.op.Unsqueeze(h, c([0], np.int64)))
+        if kind == "LSTM":
+            cs.append(b.op.Unsqueeze(cell, c([0], np.int64)))
+    y = b.op.Concat(*ys, axis=1)  # [steps, dirs, batch, hidden]
+    finals = [b.op.Concat(*hs, axis=0)] + ([b.op.Concat(*cs, axis=0)] if kind == "LSTM" else [])
+    if layout:
+        y = b.op.Transpose(y, perm=[2, 0, 1, 3])
+        finals = [b.op.Transpose(v, perm=[1, 0, 2]) for v in finals]
+    for v in (y, *finals):
+        g.append_output(v)
+    return _function(node, g)
+
+
 __all__ = ["DECOMPOSITIONS", "Decomposition", "decompose", "decomposition"]

@@ -95,13 +95,22 @@ def _resize_check(node) -> str | None:
     return why
 
 
+def _grid_sample_check(node) -> str | None:
+    dims, mode = _static_dims(node, 0), node.attr("mode", "linear")
+    n = None if dims is None else len(dims) - 2
+    cubic = mode in ("cubic", "bicubic")
+    if mode not in ("linear", "bilinear", "nearest", "cubic", "bicubic") or n not in (None, 2, 3) or (n == 3 and cubic):
+        return f"GridSample over {n} spatial dims with mode {mode!r}"
+    return None
+
+
 CHECKS = {
     "Dropout": dropout_draws,
     **{f"Reduce{k}": _reduce_check for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
                                              "LogSum", "LogSumExp")},
     "Softmax": _softmax_check, "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,
     "Conv": _conv_check, "ConvTranspose": _conv_check, "MaxPool": _pool_check, "AveragePool": _pool_check,
-    "TopK": _topk_check, "RMSNormalization": _rms_norm_check, "Resize": _resize_check,
+    "TopK": _topk_check, "GridSample": _grid_sample_check, "RMSNormalization": _rms_norm_check, "Resize": _resize_check,
 }  # fmt: skip
 
 

@@ -168,3 +168,21 @@ def supported() -> set[str]:
 
 def describe(node: Node) -> str:
     return node.op_type
+
+
+_GRID_METHODS = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest", "cubic": "bicubic",
+                 "bicubic": "bicubic"}  # fmt: skip
+
+
+@rule("GridSample")
+def _grid_sample(ctx, node, args):
+    """ONNX's grid is ``[N, *out, rank]`` (x first); TVM's ``[N, rank, *out]``."""
+    op = _op()
+    x, grid = ctx.expr(args[0]), ctx.expr(args[1])
+    n = len(ctx.shape(x)) - 2
+    mode = node.attr("mode", "linear")
+    if n not in (2, 3) or mode not in _GRID_METHODS or (n == 3 and _GRID_METHODS[mode] == "bicubic"):
+        raise Refused(f"GridSample over {n} spatial dims with mode {mode!r}")
+    grid = op.permute_dims(grid, [0, n + 1, *range(1, n + 1)])
+    return [op.image.grid_sample(x, grid, _GRID_METHODS[mode], "NCHW" if n == 2 else "NCDHW",
+                                 node.attr("padding_mode", "zeros"), bool(node.attr("align_corners", 0)))]  # fmt: skip

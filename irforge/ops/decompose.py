@@ -5,9 +5,10 @@ defines none, so their decomposition is written here once, exactly as the op is 
 every backend that has no rule for one of them gets it for free (``irforge.compile`` and
 ``irforge.emit`` expand on a copy, keeping the ops the backend lowers itself).
 
-A decomposition is ``fn(node, opset) -> Function | None``: the function's body computes the
-node's outputs from its inputs with the node's attributes bound; ``None`` where it does not
-apply (a shape it needs is not static, an attribute it does not cover).
+A decomposition is ``fn(node, opset) -> Function | None | False``: the function's body computes
+the node's outputs from its inputs with the node's attributes bound; ``None`` where it does not
+apply (a shape it needs is not static, an attribute it does not cover), ``False`` where it cannot
+tell yet (its operands' types are not inferred: ``expand-functions`` infers them and asks again).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..core_ir.node import Node
 from ..core_ir.types import TensorType
 from ..core_ir.value import Value
 
-Decomposition = Callable[[Node, int], "Function | None"]
+Decomposition = Callable[[Node, int], "Function | bool | None"]
 DECOMPOSITIONS: dict[str, Decomposition] = {}
 
 
@@ -36,7 +37,7 @@ def decomposition(op_type: str):
     return register
 
 
-def decompose(node: Node, opset: int) -> Function | None:
+def decompose(node: Node, opset: int) -> Function | bool | None:
     """The decomposition of ``node``, or ``None`` (no decomposition, or none for this use)."""
     fn = DECOMPOSITIONS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
     return None if fn is None else fn(node, opset)
@@ -284,6 +285,99 @@ def _qlinear_matmul(node: Node, opset: int) -> Function | None:
     saturated = b.op.Clip(b.op.Round(scaled), b.constant(np.array(info.min, np.float64)),
                           b.constant(np.array(info.max, np.float64)))  # fmt: skip
     g.append_output(b.op.Cast(saturated, to=int(out_dtype)))
+    return _function(node, g)
+
+
+_QUANT_RANGES = {DataType.UINT8: (0, 255), DataType.INT8: (-128, 127), DataType.UINT16: (0, 65535),
+                 DataType.INT16: (-32768, 32767)}  # fmt: skip
+
+
+def _quant_param(b: Builder, v: Value, value_shape, x_shape, axis: int, block: int) -> Value:
+    """A scale or zero point made to broadcast against ``x`` as ONNX's reference does: a scalar
+    as it is, a vector along ``axis``, a blocked one repeated ``block`` times along it."""
+    if len(value_shape) == 0:
+        return v
+    if int(np.prod(value_shape)) == 1:
+        return b.op.Reshape(v, b.constant(np.array([], np.int64)))
+    if not block:
+        dims = [1] * len(x_shape)
+        dims[axis] = int(np.prod(value_shape))
+        return b.op.Reshape(v, b.constant(np.array(dims, np.int64)))
+    spread = list(value_shape)
+    spread.insert(axis + 1, block)
+    repeated = b.op.Expand(b.op.Unsqueeze(v, b.constant(np.array([axis + 1], np.int64))),
+                           b.constant(np.array(spread, np.int64)))  # fmt: skip
+    whole = list(value_shape)
+    whole[axis] *= block
+    flat = b.op.Reshape(repeated, b.constant(np.array(whole, np.int64)))
+    if whole[axis] == x_shape[axis]:
+        return flat
+    return b.op.Slice(flat, b.constant(np.array([0], np.int64)), b.constant(np.array([x_shape[axis]], np.int64)),
+                      b.constant(np.array([axis], np.int64)))  # fmt: skip
+
+
+def _quant_shapes(node: Node):
+    if any(v is not None and not isinstance(v.type, TensorType) for v in node.inputs):
+        return None
+    x_shape, scale_shape = _static_shape(node.inputs[0]), _static_shape(node.inputs[1])
+    zero = node.inputs[2] if len(node.inputs) > 2 else None
+    zero_shape = _static_shape(zero) if zero is not None else ()
+    if x_shape is None or scale_shape is None or zero_shape is None:
+        return None
+    return x_shape, scale_shape, zero_shape, zero
+
+
+@decomposition("QuantizeLinear")
+def _quantize_linear(node: Node, opset: int) -> Function | None:
+    """To an 8- or 16-bit integer: ``saturate(round_half_even(x / scale) + zero_point)``, the
+    division in the wider of the two float types, as ONNX's reference computes it."""
+    shapes = _quant_shapes(node)
+    if shapes is None:
+        return False  # its operands' types are not inferred yet
+    if node.attr("precision"):
+        return None
+    x_shape, scale_shape, zero_shape, zero = shapes
+    out = zero.type.dtype if zero is not None else DataType(node.attr("output_dtype") or DataType.UINT8)
+    if out not in _QUANT_RANGES or not x_shape:
+        return None
+    axis, block = node.attr("axis", 1) % len(x_shape), node.attr("block_size", 0)
+    wide = np.promote_types(to_numpy(node.inputs[0].type.dtype), to_numpy(node.inputs[1].type.dtype))
+    g, b = _body(node, opset)
+    to_wide = int(DataType.DOUBLE if wide == np.float64 else node.inputs[0].type.dtype
+                  if wide == to_numpy(node.inputs[0].type.dtype) else node.inputs[1].type.dtype)  # fmt: skip
+    x = b.op.Cast(g.inputs[0], to=to_wide)
+    scale = b.op.Cast(_quant_param(b, g.inputs[1], scale_shape, x_shape, axis, block), to=to_wide)
+    q = b.op.Cast(b.op.Round(b.op.Div(x, scale)), to=int(DataType.INT32))
+    if zero is not None:
+        q = b.op.Add(q, b.op.Cast(_quant_param(b, g.inputs[2], zero_shape, x_shape, axis, block),
+                                  to=int(DataType.INT32)))  # fmt: skip
+    lo, hi = _QUANT_RANGES[out]
+    q = b.op.Clip(q, b.constant(np.array(lo, np.int32)), b.constant(np.array(hi, np.int32)))
+    g.append_output(b.op.Cast(q, to=int(out)))
+    return _function(node, g)
+
+
+@decomposition("DequantizeLinear")
+def _dequantize_linear(node: Node, opset: int) -> Function | None:
+    """From an 8-, 16- or 32-bit integer: ``(x - zero_point) * scale`` in float32, in the scale's
+    type (or ``output_dtype``) after."""
+    shapes = _quant_shapes(node)
+    if shapes is None:
+        return False  # its operands' types are not inferred yet
+    if node.inputs[0].type.dtype not in (*_QUANT_RANGES, DataType.INT32):
+        return None
+    x_shape, scale_shape, zero_shape, zero = shapes
+    if not x_shape:
+        x_shape = (1,)
+    axis, block = node.attr("axis", 1) % len(x_shape), node.attr("block_size", 0)
+    out = DataType(node.attr("output_dtype") or node.inputs[1].type.dtype)
+    g, b = _body(node, opset)
+    f32 = int(DataType.FLOAT)
+    x = b.op.Cast(g.inputs[0], to=f32)
+    if zero is not None:
+        x = b.op.Sub(x, b.op.Cast(_quant_param(b, g.inputs[2], zero_shape, x_shape, axis, block), to=f32))
+    y = b.op.Mul(x, b.op.Cast(_quant_param(b, g.inputs[1], scale_shape, x_shape, axis, block), to=f32))
+    g.append_output(b.op.Cast(y, to=int(out)))
     return _function(node, g)
 
 

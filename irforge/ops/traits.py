@@ -121,5 +121,21 @@ def category(op_type: str, domain: str = "") -> str:
     return t.category
 
 
-__all__ = ["FUSED_DOMAINS", "Kind", "Traits", "category", "elementwise_ops", "is_elementwise", "kind",
-           "ops_of_kind", "traits"]  # fmt: skip
+TYPE_ONLY_REVISIONS = frozenset({
+    "Constant", "Cast", "CastLike", "Identity", "Reshape", "Shape", "Size", "Squeeze", "Unsqueeze", "Transpose",
+    "Flatten", "Pad", "ConstantOfShape", "If", "Loop", "Scan",
+})  # fmt: skip
+"""Ops whose schema revisions from opset 19 on only admit more element types (float8, 4-bit,
+float4, 2-bit): a function body written at one of those opsets means the same at a later one."""
+
+TYPE_ONLY_SINCE = 19
+
+
+def same_meaning(op_type: str, since_a: int, since_b: int) -> bool:
+    """Whether two revisions of ``op_type`` (their ``since_version``) compute the same on the
+    types both admit."""
+    return since_a == since_b or (op_type in TYPE_ONLY_REVISIONS and min(since_a, since_b) >= TYPE_ONLY_SINCE)
+
+
+__all__ = ["FUSED_DOMAINS", "TYPE_ONLY_REVISIONS", "Kind", "Traits", "category", "elementwise_ops",
+           "is_elementwise", "kind", "ops_of_kind", "same_meaning", "traits"]  # fmt: skip

@@ -24,6 +24,7 @@ from ..core_ir.node import Node
 from ..core_ir.serde import Deserializer, Serializer, type_to_proto
 from ..core_ir.types import TensorType
 from ..ops.decompose import decompose
+from ..ops.traits import same_meaning
 from .base import Pass, PassContext, PassResult
 from .inline_functions import _inline
 from .shape_inference import ShapeInference
@@ -136,6 +137,6 @@ def _same_meaning(fp: onnx.FunctionProto, body_opset: int, opset: int) -> bool:
             b = onnx.defs.get_schema(n.op_type, opset, "")
         except onnx.defs.SchemaError:
             return False
-        if a.since_version != b.since_version:
+        if not same_meaning(n.op_type, a.since_version, b.since_version):
             return False
     return True

@@ -26,12 +26,6 @@ def _reduce_check(node) -> str | None:
     return None
 
 
-def _softmax_check(node) -> str | None:
-    if node.op_type == "Softmax" and dtype_of(node, 0) == DataType.FLOAT16:
-        return "float16 Softmax (TVM rounds it differently from the reference)"
-    return None
-
-
 def _layer_norm_check(node) -> str | None:
     if outputs_used(node) > 1:
         return "LayerNormalization with a stash type other than float32" if node.attr("stash_type", 1) != 1 else None
@@ -108,7 +102,7 @@ CHECKS = {
     "Dropout": dropout_draws,
     **{f"Reduce{k}": _reduce_check for k in ("Sum", "Mean", "Max", "Min", "Prod", "L1", "L2", "SumSquare",
                                              "LogSum", "LogSumExp")},
-    "Softmax": _softmax_check, "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,
+    "LayerNormalization": _layer_norm_check, "BatchNormalization": _batch_norm_check,
     "Conv": _conv_check, "ConvTranspose": _conv_check, "MaxPool": _pool_check, "AveragePool": _pool_check,
     "TopK": _topk_check, "GridSample": _grid_sample_check, "RMSNormalization": _rms_norm_check, "Resize": _resize_check,
 }  # fmt: skip

@@ -46,15 +46,21 @@ def _softmax(ctx, node, args):
     axis = _axis(node.attr("axis", -1), len(ctx.shape(x)))
     if node.op_type == "LogSoftmax":
         return [op.nn.log_softmax(x, axis=axis)]
-    if ctx.dtype(x) == "float16":
-        raise Refused("float16 Softmax (TVM rounds it differently from the reference)")
+    half = ctx.dtype(x) == "float16"
+
+    def rounded(e):  # float16 as numpy computes it: each step in float32, rounded to float16 after
+        return op.astype(op.astype(e, "float16"), "float32") if half else e
+
+    if half:
+        x = op.astype(x, "float32")
     # as ONNX's reference computes it: a row that is all -inf (fully masked attention) gives 0s
     top = op.max(x, [axis], True)
     safe = op.where(op.isinf(top), op.zeros_like(top), top)
-    e = op.exp(op.subtract(x, safe))
-    total = op.sum(e, [axis], True)
+    e = rounded(op.exp(rounded(op.subtract(x, safe))))
+    total = rounded(op.sum(e, [axis], True))
     total = op.where(op.equal(total, _s(ctx, 0, x)), op.ones_like(total), total)
-    return [op.divide(e, total)]
+    y = op.divide(e, total)
+    return [op.astype(y, "float16") if half else y]
 
 
 @rule("LayerNormalization")

@@ -30,6 +30,17 @@ def exclusions() -> dict[str, tuple[str, str]]:
     return out
 
 
+def load(name: str):
+    """The case's model as irforge loads it; one the loader refuses to upgrade (listed with check
+    ``upgrade``), at its own opset."""
+    import irforge
+
+    case = cases()[name]
+    if exclusions().get(name, (None, None))[0] == "upgrade":
+        return irforge.load(case.model.SerializeToString(), upgrade=False)
+    return irforge.from_onnx(case.model)
+
+
 def feeds(model: onnx.ModelProto, inputs: list) -> dict:
     return {i.name: convert(v) for i, v in zip(model.graph.input, inputs, strict=False)}
 

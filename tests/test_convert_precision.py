@@ -258,7 +258,7 @@ def test_node_suite_cases_stay_valid_and_close_in_float16(name, keep_io):
     case = ns.cases()[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = irforge.from_onnx(case.model)
+        model = ns.load(name)
         if not PassManager.parse(f"convert-precision{{keep-io={keep_io}}}", REGISTRY).run(model):
             COUNTS["convert-precision: node-suite case with nothing to convert"] += 1
             return

@@ -55,6 +55,7 @@ def _relu(ctx, node, args):
 class ToyBackend(Backend):
     name = "toy"
     targets = ("toy-text",)
+    lowering = "lower-fused{target=toy},cse,dce"  # a pipeline naming the plugin's own target
     inlines_functions = True  # fused ops arrive as their decompositions
     expands_functions = True
 

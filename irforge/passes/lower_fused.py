@@ -24,6 +24,20 @@ from .lower_onnxruntime import KERNELS, ORT_DOMAIN, to_onnxruntime
 from .unflatten_linear import unflatten_linear_layers
 
 TARGETS = ("onnxruntime", "xla", "stablehlo", "tvm", "reference")
+"""The built-in backends and their targets; :func:`targets` adds every registered backend's."""
+
+
+def targets() -> list[str]:
+    """What ``target`` may name: the built-ins, and every backend of the installed registry with
+    its emit targets (a plugin backend's ``lowering`` may name itself here)."""
+    from ..core_ir.errors import IrforgeError
+    from ..core_ir.installed import installed_registry
+
+    try:
+        backends = installed_registry().backends
+    except IrforgeError:
+        backends = {}
+    return sorted({*TARGETS, *backends, *(t for b in backends.values() for t in b.targets)})
 
 
 @dataclass(frozen=True)
@@ -32,12 +46,14 @@ class LowerFused(Pass):
     summary = "irforge fused ops -> the target's fused kernels (onnxruntime contrib ops); the rest stay calls"
 
     target: str = "onnxruntime"
-    """The backend that will run the model: onnxruntime, xla, stablehlo, tvm or reference."""
+    """The backend that will run the model (any registered one; only onnxruntime has kernels to
+    lower to, the others run the calls as they are)."""
 
     def __post_init__(self):  # a wrong target is an error when the pipeline is read, not after -O2
-        if self.target not in TARGETS:
+        known = targets()
+        if self.target not in known:
             raise PassError(f"lower-fused: no lowering for target {self.target!r}; "
-                            f"the targets are {', '.join(TARGETS)}")  # fmt: skip
+                            f"the targets are {', '.join(known)}")  # fmt: skip
 
     def run(self, graph: Graph, ctx: PassContext) -> PassResult:
         if self.target != "onnxruntime":
@@ -74,4 +90,4 @@ def _drop_unused_domain(model, domain: str) -> None:
     model.graph.opset_imports.pop(domain, None)
 
 
-__all__ = ["KERNELS", "TARGETS", "LowerFused"]
+__all__ = ["KERNELS", "TARGETS", "LowerFused", "targets"]

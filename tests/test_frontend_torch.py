@@ -194,6 +194,22 @@ def test_bad_input_is_a_frontend_error_naming_it():
         from_torch(DataDependent(), (torch.randn(2),))
 
 
+def test_a_dynamic_dim_torch_export_specialises_is_explained_in_one_paragraph():
+    """A batch marked dynamic whose example is 1 is specialised by torch.export: the error says so,
+    once, in a few lines, and says what to do (torch's own message repeats itself for pages)."""
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    batch = torch.export.Dim("batch")
+    with pytest.raises(FrontendError) as e:
+        from_torch(Double(), (torch.randn(1, 3),), dynamic_shapes=({0: batch},))
+    text = str(e.value)
+    assert "specialized it to be a constant (1)" in text and "a batch of 2, not 1" in text, text
+    assert text.count("specialized it") == 1 and len(text) < 1000 and "\n" not in text, text
+
+
 def test_the_users_module_is_left_unchanged():
     module, args, _ = MODELS["mobilenet_v2"]()
     before = {k: v.clone() for k, v in module.state_dict().items()}

@@ -106,9 +106,18 @@ def import_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str]
 
 
 def _export_failed(module, e: Exception) -> FrontendError:
-    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    what = f"{type(module).__name__}: {type(e).__name__}: {first}"
-    return FrontendError(f"torch.export could not export {what}")
+    """torch.export's reason in one paragraph: its first line and its first distinct bullet
+    points (torch's message runs to thousands of characters), with advice where the cause is known."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    first = lines[0] if lines else type(e).__name__
+    bullets = list(dict.fromkeys(line[2:] for line in lines[1:] if line.startswith("- ")))[:3]
+    text = f"torch.export could not export {type(module).__name__}: {type(e).__name__}: {first}"
+    if bullets:
+        text += " " + " ".join(b if b.endswith(".") else b + "." for b in bullets)
+    if "specialized it to be a constant" in str(e):
+        text += (" torch.export treats a dim of size 0 or 1 in the example as a constant: give an example "
+                 "of size 2 or more along every dim marked dynamic (a batch of 2, not 1).")
+    return FrontendError(text)
 
 
 def from_exported_program(ep, *, keep_unmapped: bool = False, dim_names: dict[str, str] | None = None,

@@ -196,16 +196,21 @@ def _batch_norm_batch_stats(cx, x, w, b, running_mean, running_var, momentum, ep
     return tuple(outs)
 
 
-@aten("native_layer_norm.default")
-def _layer_norm(cx, x, normalized_shape, w, b, eps):
+def _layer_norm_node(cx, x, normalized_shape, w, b, eps, outputs: int = 1):
+    """A LayerNormalization over the trailing ``normalized_shape`` dims (a weight of ones where
+    torch gives none)."""
     axis = cx.rank(x) - len(normalized_shape)
     if w is None:
         if not all(isinstance(d, int) for d in normalized_shape):
             raise NotMapped("layer norm without weight over symbolic dims")
         w = cx.const(np.ones(list(normalized_shape), to_numpy(cx.dtype(x))))
     inputs = [x, w] + ([b] if b is not None else [])
-    n = cx.node_typed("LayerNormalization", inputs, {"axis": axis, "epsilon": float(eps)}, outputs=3)
-    return tuple(n.outputs)
+    return cx.node_typed("LayerNormalization", inputs, {"axis": axis, "epsilon": float(eps)}, outputs=outputs)
+
+
+@aten("native_layer_norm.default")
+def _layer_norm(cx, x, normalized_shape, w, b, eps):
+    return tuple(_layer_norm_node(cx, x, normalized_shape, w, b, eps, outputs=3).outputs)
 
 
 @aten("native_group_norm.default")

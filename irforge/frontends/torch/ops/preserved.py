@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from ....core_ir.dtypes import DataType, to_numpy
+from ....core_ir.dtypes import DataType
 from ...common import NotMapped
 from .common import _axis, aten
 from .elementwise import _as_bool
-from .nn import _batch_norm_eval, _convolution, _pool_attrs, _softmax_scalar
+from .nn import _batch_norm_eval, _convolution, _layer_norm_node, _pool_attrs, _softmax_scalar
 from .shapes import _static_sizes
 
 
@@ -58,13 +58,7 @@ def _batch_norm(cx, x, w, b, mean, var, training, momentum, eps, cudnn_enabled=T
 
 @aten("layer_norm.default")
 def _layer_norm_public(cx, x, normalized_shape, w=None, b=None, eps=1e-5, cudnn_enable=True):
-    axis = cx.rank(x) - len(normalized_shape)
-    if w is None:
-        if not all(isinstance(d, int) for d in normalized_shape):
-            raise NotMapped("layer norm without weight over symbolic dims")
-        w = cx.const(np.ones(list(normalized_shape), to_numpy(cx.dtype(x))))
-    inputs = [x, w] + ([b] if b is not None else [])
-    return cx.node_typed("LayerNormalization", inputs, {"axis": axis, "epsilon": float(eps)}).outputs[0]
+    return _layer_norm_node(cx, x, normalized_shape, w, b, eps).outputs[0]
 
 
 @aten("dropout.default", "feature_dropout.default", "alpha_dropout.default")

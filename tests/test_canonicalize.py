@@ -65,6 +65,14 @@ CASES = [
         ["Reshape", "Relu"],
     ),
     ("reshape-to-same-shape", _i64("s", [2, 3]) + "  %a = Reshape(%x, %s)\n  %y = Relu(%a)\n", "2,3", ["Relu"]),
+    ("reshape-to-same-shape", _i64("s", [0, -1]) + "  %a = Reshape(%x, %s)\n  %y = Relu(%a)\n", "2,3", ["Relu"]),
+    (
+        "reshape-transpose-reshape",  # a 4-D key transposed through 3-D, as the torch exporter writes it
+        _i64("m", [4, 6, 5]) + _i64("s", [1, 4, 5, 6]) + "  %a = Reshape(%x, %m)\n"
+        "  %b = Transpose(%a) <perm = ints[0, 2, 1]>\n  %c = Reshape(%b, %s)\n  %y = Relu(%c)\n",
+        "1,4,6,5",
+        ["Transpose", "Relu"],
+    ),
     ("expand-to-same-shape", _i64("s", [2, 3]) + "  %a = Expand(%x, %s)\n  %y = Relu(%a)\n", "2,3", ["Relu"]),
     (
         "squeeze-of-unsqueeze",
@@ -120,6 +128,12 @@ REFUSED = [
         "2,3",
     ),
     ("reshape-to-same-shape", _i64("s", [3, 2]) + "  %y = Reshape(%x, %s)\n", "2,3"),
+    (
+        "reshape-transpose-reshape",  # the last Reshape does not split the merged axes back
+        _i64("m", [6, 4]) + _i64("s", [4, 3, 2]) + "  %a = Reshape(%x, %m)\n"
+        "  %b = Transpose(%a) <perm = ints[1, 0]>\n  %y = Reshape(%b, %s)\n",
+        "2,3,4",
+    ),
     (
         "squeeze-of-unsqueeze",
         _i64("a", [0]) + _i64("b", [2]) + "  %u = Unsqueeze(%x, %a)\n  %y = Squeeze(%u, %b)\n",

@@ -59,13 +59,77 @@ def _same_dtype_cast(m: Match) -> bool:
     return (m.dtype("x") == to or m.fail("the cast changes the dtype")) and _forwardable(m, "x")
 
 
+def _resolved(target, shape: tuple, allowzero: int) -> tuple | None:
+    """The shape ``Reshape(x, target)`` gives an ``x`` of static ``shape``: a 0 copies the
+    input's dim (without ``allowzero``), one -1 takes what is left."""
+    dims = [int(d) for d in target]
+    if not allowzero:
+        dims = [shape[i] if d == 0 and i < len(shape) else d for i, d in enumerate(dims)]
+    if dims.count(-1) > 1:
+        return None
+    if -1 in dims:
+        known = int(np.prod([d for d in dims if d != -1]))
+        total = int(np.prod(shape))
+        if known == 0 or total % known:
+            return None
+        dims[dims.index(-1)] = total // known
+    return tuple(dims)
+
+
 def _static_shape_equals(m: Match) -> bool:
     want, shape = m.constant("c"), m.shape("x")
     if want is None or shape is None or not all(isinstance(d, int) for d in shape):
         return m.fail("the shapes are not both static")
-    if tuple(int(d) for d in want.reshape(-1)) != tuple(shape) or 0 in shape:
+    if 0 in shape or _resolved(want.reshape(-1), shape, m.nodes[0].attr("allowzero", 0)) != tuple(shape):
         return m.fail("the target shape differs from the input's")
     return _forwardable(m, "x")
+
+
+def _groups(shape: tuple, merged: tuple) -> list[list[int]] | None:
+    """The runs of ``shape``'s axes that a Reshape to ``merged`` multiplies into each of its dims
+    (trailing size-1 axes join the last run), or None when the Reshape is not such a merge."""
+    groups, axis = [], 0
+    for size in merged:
+        run, product = [], 1
+        while axis < len(shape) and (not run or product < size):
+            run.append(axis)
+            product *= shape[axis]
+            axis += 1
+        if product != size:
+            return None
+        groups.append(run)
+    rest = list(range(axis, len(shape)))
+    if not groups or any(shape[a] != 1 for a in rest):
+        return None
+    groups[-1].extend(rest)
+    return groups
+
+
+def _grouped_perm(m: Match) -> list[int] | None:
+    """The one Transpose of ``x`` that ``Reshape(Transpose(Reshape(x, merged), perm), shape)`` is
+    when the first Reshape merges runs of ``x``'s axes, the Transpose moves the runs and the last
+    Reshape splits them back (the torch exporter transposes a 4-D key through 3-D so)."""
+    outer, transpose, inner = m.nodes
+    x, perm, target, first = m.shape("x"), transpose.attr("perm"), m.constant("s"), m.constant("m")
+    if x is None or perm is None or target is None or not all(isinstance(d, int) for d in x) or 0 in x:
+        return None
+    merged = _resolved(first.reshape(-1), x, inner.attr("allowzero", 0))
+    if merged is None:
+        return None
+    groups = _groups(tuple(x), tuple(merged))
+    if groups is None or len(perm) != len(groups):
+        return None
+    full = [a for i in perm for a in groups[i]]
+    moved = tuple(merged[i] for i in perm)
+    if _resolved(target.reshape(-1), moved, outer.attr("allowzero", 0)) != tuple(x[a] for a in full):
+        return None
+    return full
+
+
+def _grouped_transpose(m: Match) -> bool:
+    if _grouped_perm(m) is None:
+        return m.fail("not a merge of axis runs, a move of the runs and their split back")
+    return True
 
 
 def _transpose_pair(b, m: Match):
@@ -235,6 +299,12 @@ PATTERNS: list[Pattern] = [
         lambda p: p.op.Reshape(p.op.Reshape(p.var("x"), p.var("inner")), p.const("s")),
         lambda b, m: b.op.Reshape(m["x"], m["s"]),
         check=_reshape_pair_ok,
+    ),
+    Pattern(
+        "reshape-transpose-reshape",
+        lambda p: p.op.Reshape(p.op.Transpose(p.op.Reshape(p.var("x"), p.const("m"))), p.const("s")),
+        lambda b, m: b.op.Transpose(m["x"], perm=_grouped_perm(m)),
+        check=_grouped_transpose,
     ),
     Pattern("reshape-to-same-shape", lambda p: p.op.Reshape(p.var("x"), p.const("c")), _x, check=_static_shape_equals),
     Pattern("expand-to-same-shape", lambda p: p.op.Expand(p.var("x"), p.const("c")), _x, check=_static_shape_equals),

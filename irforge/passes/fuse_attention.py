@@ -14,8 +14,10 @@ boolean mask (``Where(mask, -inf, scores)`` or ``Where(mask, scores, -inf)``, as
 ``masked_fill`` and GPT-2's causal masking export it; an additive mask may follow) becomes the
 additive mask it equals, ``Where(mask, -inf, 0)`` (plus the other mask), computed outside the op.
 
-``irforge::Attention(Q, K, V[, mask]) <scale>`` has two overloads, ``mask`` and ``nomask``; its
-body is the same primitives.
+``irforge::Attention(Q, K, V[, mask]) <scale>`` has the overloads ``mask`` and ``nomask``, and
+``mask-guarded`` and ``nomask-guarded`` where the probabilities of a fully masked row (NaN) are
+set to 0 before the last MatMul (``Where(IsNaN(p), 0, p)``, as the torch exporter writes SDPA);
+its body is the same primitives.  The scale may also come as two factors, on Q and on K^T.
 """
 
 from __future__ import annotations
@@ -42,13 +44,18 @@ fill``: float32 rounds any score under 1e22 away, so fully masked rows stay what
 
 
 def _scale(m: Match) -> float | None:
-    if "c" not in m.values:
-        return 1.0
-    c = m.constant("c")
-    if c is None or c.size != 1 or float(c.reshape(-1)[0]) == 0:
-        return None
-    value = float(c.reshape(-1)[0])
-    return 1 / value if any(n.op_type == "Div" for n in m.nodes) else value
+    """The product of the scale factors: one on the scores (``Mul``/``Div``), or one on each of
+    Q and K^T (``sqrt(scale)`` each, as the torch exporter writes it)."""
+    value = 1.0
+    for name in ("c", "cq", "ck"):
+        if name not in m.values:
+            continue
+        c = m.constant(name)
+        if c is None or c.size != 1 or float(c.reshape(-1)[0]) == 0:
+            return None
+        factor = float(c.reshape(-1)[0])
+        value *= 1 / factor if name == "c" and any(n.op_type == "Div" for n in m.nodes) else factor
+    return value
 
 
 def _check(m: Match) -> bool:
@@ -77,6 +84,10 @@ def _check(m: Match) -> bool:
         fill = m.constant("fill")
         if fill is None or fill.size != 1 or not float(fill.reshape(-1)[0]) <= -_ABSORBING:
             return m.fail("the masked-out scores are not set to -inf (or below -1e30)")
+    if "zero" in m.values:
+        zero = m.constant("zero")
+        if zero is None or zero.size != 1 or float(zero.reshape(-1)[0]) != 0:
+            return m.fail("the NaN guard does not set fully masked rows to 0")
     if not only_read_inside(m):
         return m.fail("an intermediate result (the scores, the probabilities) is read elsewhere")
     return True
@@ -119,11 +130,16 @@ def _masks(b: Builder, m: Match) -> list[Value]:
 
 
 def _rewrite(b: Builder, m: Match) -> Value:
-    k = m["k"] if "k" in m.values else b.op.Transpose(m["kt"], perm=_SWAP_LAST)
+    if "k" in m.values:
+        k = m["k"]
+    else:
+        k = b.op.Transpose(m["kt"], perm=_SWAP_LAST)
+        shape = m.shape("kt")
+        k.type = TensorType(m.dtype("kt"), tuple(shape[i] for i in _SWAP_LAST)) if shape is not None else None
     mask = _masks(b, m)
     inputs = [m["q"], k, m["v"], *mask]
     node = b.add_node("Attention", inputs, {"scale": _scale(m)}, domain=DOMAIN, num_outputs=1)
-    node.overload = "mask" if mask else "nomask"
+    node.overload = ("mask" if mask else "nomask") + ("-guarded" if "zero" in m.values else "")
     out = node.outputs[0]
     out.type = m.outputs[0].type
     return out
@@ -132,25 +148,34 @@ def _rewrite(b: Builder, m: Match) -> Value:
 def _patterns() -> list[Pattern]:
     out = []
     for k_form in ("transpose", "given"):
-        for scale in ("div", "mul", "none"):
+        for scale in ("div", "mul", "none", "both"):
             for mask in ("", "mask", "where-fill", "where-keep", "where-fill-mask", "where-keep-mask"):
+                for guard in (False, True):
 
-                def source(p, k_form=k_form, scale=scale, mask=mask):
-                    kt = p.op.Transpose(p.var("k")) if k_form == "transpose" else p.var("kt")
-                    s = p.op.MatMul(p.var("q"), kt)
-                    if scale != "none":
-                        s = (p.op.Div if scale == "div" else p.op.Mul)(s, p.const("c"))
-                    if mask.startswith("where-fill"):  # masked_fill(cond, -inf)
-                        s = p.op.Where(p.var("cond"), p.const("fill"), s)
-                    elif mask.startswith("where-keep"):  # where(cond, scores, -inf)
-                        s = p.op.Where(p.var("cond"), s, p.const("fill"))
-                    if mask.endswith("mask"):
-                        s = p.op.Add(s, p.var("mask"))
-                    return p.op.MatMul(p.op.Softmax(s), p.var("v"))
+                    def source(p, k_form=k_form, scale=scale, mask=mask, guard=guard):
+                        kt = p.op.Transpose(p.var("k")) if k_form == "transpose" else p.var("kt")
+                        q = p.var("q")
+                        if scale == "both":  # Q and K^T scaled by sqrt(scale) each
+                            q, kt = p.op.Mul(q, p.const("cq")), p.op.Mul(kt, p.const("ck"))
+                        s = p.op.MatMul(q, kt)
+                        if scale in ("div", "mul"):
+                            s = (p.op.Div if scale == "div" else p.op.Mul)(s, p.const("c"))
+                        if mask.startswith("where-fill"):  # masked_fill(cond, -inf)
+                            s = p.op.Where(p.var("cond"), p.const("fill"), s)
+                        elif mask.startswith("where-keep"):  # where(cond, scores, -inf)
+                            s = p.op.Where(p.var("cond"), s, p.const("fill"))
+                        if mask.endswith("mask"):
+                            s = p.op.Add(s, p.var("mask"))
+                        probs = p.op.Softmax(s)
+                        if guard:  # fully masked rows: 0, not NaN (the torch exporter's SDPA)
+                            probs = p.op.Where(p.op.IsNaN(probs), p.const("zero"), probs)
+                        return p.op.MatMul(probs, p.var("v"))
 
-                name = f"attention-k{'t' if k_form == 'given' else ''}-{scale}{'-' + mask if mask else ''}"
-                benefit = 3 + bool(mask) + mask.endswith("-mask")
-                out.append(Pattern(name, source, _rewrite, check=_check, benefit=benefit))
+                    name = (f"attention-k{'t' if k_form == 'given' else ''}-{scale}{'-' + mask if mask else ''}"
+                            f"{'-guarded' if guard else ''}")  # fmt: skip
+                    benefit = (3 + bool(mask) + mask.endswith("-mask") + guard + (scale != "none") +
+                               (scale == "both") + (k_form == "transpose"))  # the largest match first
+                    out.append(Pattern(name, source, _rewrite, check=_check, benefit=benefit))
     return out
 
 
@@ -158,7 +183,8 @@ PATTERNS = _patterns()
 
 
 def _function(overload: str, opset: int) -> Function:
-    names = ["Q", "K", "V"] + (["Mask"] if overload == "mask" else [])
+    masked = overload.startswith("mask")
+    names = ["Q", "K", "V"] + (["Mask"] if masked else [])
     g = Graph(inputs=[Value(n) for n in names], name=f"Attention_{overload}", opset_imports={"": opset})
     b = Builder(g, opset=opset)
     q, k, v = g.inputs[:3]
@@ -166,9 +192,12 @@ def _function(overload: str, opset: int) -> Function:
     constant = b.add_node("Constant", [], {}, num_outputs=1)
     constant.set_attribute("value_float", Attr("value_float", AttrKind.FLOAT, None, ref="scale"))
     scores = b.op.Mul(scores, b.op.CastLike(constant.outputs[0], scores))
-    if overload == "mask":
+    if masked:
         scores = b.op.Add(scores, g.inputs[3])
-    g.append_output(b.op.MatMul(b.op.Softmax(scores, axis=-1), v))
+    probs = b.op.Softmax(scores, axis=-1)
+    if overload.endswith("-guarded"):
+        probs = b.op.Where(b.op.IsNaN(probs), b.op.CastLike(b.op.Constant(value_float=0.0), probs), probs)
+    g.append_output(b.op.MatMul(probs, v))
     doc = ("softmax(Q K^T * scale (+ mask)) V over [batch, heads, seq, head dim]: the decomposition of "
            "irforge::Attention")  # fmt: skip
     return Function(DOMAIN, "Attention", g, attributes=["scale"], overload=overload, doc_string=doc)

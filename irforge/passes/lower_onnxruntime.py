@@ -187,7 +187,9 @@ def _merged(out: Value, hidden: int) -> Node | None:
 def _attention(node: Node) -> bool:
     """onnxruntime's MultiHeadAttention over the un-split Q, K, V: the head split before and the
     merge after the fused op are absorbed; a mask becomes its ``attention_bias``, broadcast to
-    ``[batch, 1, seq, kv seq]`` (the kernel broadcasts the first two dims only)."""
+    ``[batch, 1, seq, kv seq]`` (the kernel broadcasts the first two dims only).  A guarded
+    op's NaN rows become 0 on the kernel's output: the same result wherever V is finite (a NaN
+    in V reaches the output through the primitives, and is set to 0 here)."""
     if not _float32(node):
         return False
     split = [_heads(v) for v in node.inputs[:3]]
@@ -218,9 +220,13 @@ def _attention(node: Node) -> bool:
     op = "Attention" if packed else "MultiHeadAttention"
     mha = b.add_node(op, inputs, attrs, domain=ORT_DOMAIN, num_outputs=1, name=node.name)
     mha.metadata = node.metadata
-    mha.outputs[0].type = TensorType(node.outputs[0].type.dtype, split[0][2])
+    attended = mha.outputs[0]
+    attended.type = TensorType(node.outputs[0].type.dtype, split[0][2])
+    if node.overload.endswith("-guarded"):  # a fully masked row is NaN in the kernel: 0, as the op says
+        attended = b.op.Where(b.op.IsNaN(attended), b.constant(np.zeros((), np.float32)), attended)
+        attended.type = mha.outputs[0].type
     out = merge.outputs[0]
-    result = mha.outputs[0] if len(out.type.shape) == 3 else b.op.Reshape(mha.outputs[0], merge.inputs[1])
+    result = attended if len(out.type.shape) == 3 else b.op.Reshape(attended, merge.inputs[1])
     result.type = out.type
     keep = out.name
     out.replace_all_uses_with(result)

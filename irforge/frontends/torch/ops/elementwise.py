@@ -170,6 +170,13 @@ def _hardsigmoid(cx, x):
     return cx.emit_typed("HardSigmoid", cx.tensor(x), alpha=1 / 6, beta=0.5)
 
 
+@aten("silu.default")
+def _silu(cx, x):
+    """x * sigmoid(x), as core ATen decomposes it (fuse-activation knows the pair)."""
+    x = cx.tensor(x)
+    return cx.emit_typed("Mul", x, cx.emit("Sigmoid", x))
+
+
 @aten("hardswish.default")
 def _hardswish(cx, x):
     return cx.emit_typed("HardSwish", cx.tensor(x))
@@ -264,19 +271,19 @@ aten("add.Tensor", "add.Scalar")(_binary("Add", "Or"))
 aten("mul.Tensor", "mul.Scalar")(_binary("Mul", "And"))
 
 
-aten("maximum.default")(_binary("Max", "Or"))
+aten("maximum.default", "max.other")(_binary("Max", "Or"))
 
 
-aten("minimum.default")(_binary("Min", "And"))
+aten("minimum.default", "min.other")(_binary("Min", "And"))
 
 
-aten("bitwise_and.Tensor", "bitwise_and.Scalar")(_binary("BitwiseAnd", "And"))
+aten("bitwise_and.Tensor", "bitwise_and.Scalar", "__and__.Tensor", "__and__.Scalar")(_binary("BitwiseAnd", "And"))
 
 
-aten("bitwise_or.Tensor", "bitwise_or.Scalar")(_binary("BitwiseOr", "Or"))
+aten("bitwise_or.Tensor", "bitwise_or.Scalar", "__or__.Tensor", "__or__.Scalar")(_binary("BitwiseOr", "Or"))
 
 
-aten("bitwise_xor.Tensor", "bitwise_xor.Scalar")(_binary("BitwiseXor", "Xor"))
+aten("bitwise_xor.Tensor", "bitwise_xor.Scalar", "__xor__.Tensor", "__xor__.Scalar")(_binary("BitwiseXor", "Xor"))
 
 
 @aten("sub.Tensor", "sub.Scalar")
@@ -355,7 +362,7 @@ def _atan2(cx, y, x, out=None):  # an out= variant returns what it writes
     return cx.emit_typed("Add", base, shift)
 
 
-@aten("where.self")
+@aten("where.self", "where.ScalarOther", "where.ScalarSelf", "where.Scalar")
 def _where(cx, cond, a, b):
     return cx.emit_typed("Where", _as_bool(cx, cond), cx.tensor(a), cx.tensor(b))
 

@@ -145,3 +145,19 @@ def _sdpa(cx, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=
         else:
             scores = cx.emit("Add", scores, cx.tensor(attn_mask))
     return cx.emit_typed("MatMul", cx.emit("Softmax", scores, axis=-1), v)
+
+
+@aten("diff.default")
+def _diff(cx, x, n=1, dim=-1, prepend=None, append=None):
+    """``x[1:] - x[:-1]`` along ``dim``, ``n`` times (booleans: their xor, as torch gives)."""
+    dtype, axis = cx.dtype(x), _axis(dim, cx.rank(x))
+    parts = [cx.tensor(p, dtype) for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = cx.emit("Concat", *parts, axis=axis)
+    axes, one = cx.const(np.asarray([axis], np.int64)), cx.const(np.asarray([1], np.int64))
+    op = "Xor" if dtype == DataType.BOOL else "Sub"
+    for _ in range(n):
+        head = cx.emit("Slice", x, cx.const(np.asarray([0], np.int64)), cx.const(np.asarray([-1], np.int64)), axes)
+        tail = cx.emit("Slice", x, one, cx.const(np.asarray([2**63 - 1], np.int64)), axes)
+        x = cx.emit(op, tail, head)
+    return cx.emit_typed("Identity", x)

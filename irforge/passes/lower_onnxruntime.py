@@ -2,10 +2,12 @@
 
 ``FusedConv`` (float32; Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish),
 ``FusedGemm`` (float32; Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid), ``Gelu``/``FastGelu``
-(``BiasGelu`` with the bias Add before it), ``SkipLayerNormalization`` (float32, 3-D, a linear
-layer's bias Add before it absorbed) and ``MultiHeadAttention`` (float32, the head split and
-merge reshapes around the attention absorbed; ``Attention`` when Q, K and V are one packed
-projection, as combine-parallel-matmul leaves them) replace the fused op where the kernel computes the
+(``BiasGelu`` with the bias Add before it; a linear layer with GELU becomes ``MatMul`` +
+``BiasGelu``), ``SkipLayerNormalization`` (float32, 3-D, a linear layer's bias Add before it
+absorbed), ``SkipSimplifiedLayerNormalization`` (an RMS norm of a residual sum, 3-D) and
+``MultiHeadAttention`` (float32, the head split and merge reshapes around the attention
+absorbed; ``Attention`` when Q, K and V are one packed projection, as combine-parallel-matmul
+leaves them) replace the fused op where the kernel computes the
 same thing; anything else stays a call of its function, which onnxruntime inlines.  Every
 contrib op written here gets a reference kernel (the fused op's own decomposition), so the
 verifier knows it and the interpreter runs it.
@@ -82,6 +84,38 @@ def _skip_layer_norm(node: Node) -> bool:
         old.replace_all_uses_with(value)
         old.name, value.name = f"{keep}__fused", keep  # the graph keeps its value names
     graph.remove(node)
+    return True
+
+
+def _skip_rms_norm(node: Node) -> bool:
+    """onnxruntime's SkipSimplifiedLayerNormalization: an RMS norm of a residual sum ``a + b``
+    (both ``[batch, seq, hidden]``) takes both terms and gives the sum as its fourth output."""
+    x, scale = node.inputs[:2]
+    shape = getattr(x.type, "shape", None)
+    add = x.producer()
+    if not _float32(node) or shape is None or len(shape) != 3 or add is None or add.op_type != "Add" or add.domain:
+        return False
+    gamma = constant_value(scale)
+    if gamma is None or gamma.shape != (shape[2],) or x.is_graph_output():
+        return False
+    if any(tuple(getattr(t.type, "shape", None) or ()) != tuple(shape) for t in add.inputs):
+        return False
+    (y,) = node.outputs
+    new = Node("SkipSimplifiedLayerNormalization", [*add.inputs, scale], domain=ORT_DOMAIN,
+               attributes={"epsilon": node.attributes["epsilon"]} if "epsilon" in node.attributes else {},
+               outputs=[Value(f"{y.name}__ort", y.type), None, None, Value(f"{x.name}__ort", x.type)],
+               name=node.name)  # fmt: skip
+    new.metadata = node.metadata
+    graph = node.graph
+    graph.insert_before(node, new)
+    keep = y.name
+    y.replace_all_uses_with(new.outputs[0])
+    y.name, new.outputs[0].name = f"{keep}__fused", keep
+    graph.remove(node)
+    if x.num_uses():  # the residual stream goes on from the kernel's sum
+        x.replace_all_uses_with(new.outputs[3])
+    else:
+        new.outputs[3].name = f"{x.name}__unused"
     return True
 
 
@@ -237,12 +271,46 @@ def _attention(node: Node) -> bool:
     return True
 
 
+def _linear_gelu(node: Node) -> bool:
+    """A linear layer with GELU: ``MatMul`` then onnxruntime's ``BiasGelu`` (``FastGelu`` for the
+    tanh form), which adds the bias itself; onnxruntime's ``FusedGemm`` has no GELU."""
+    if not _float32(node):
+        return False
+    if node.op_type == "FusedGemm" and any(node.attr(k, d) != d for k, d in (("alpha", 1.0), ("beta", 1.0),
+                                                                             ("transA", 0), ("transB", 0))):
+        return False  # fmt: skip
+    x, w, *rest = node.inputs
+    bias = rest[0] if rest and rest[0] is not None else None
+    size = (getattr(w.type, "shape", None) or [None])[-1]
+    if bias is not None:
+        b = constant_value(bias)
+        if b is None or not isinstance(size, int) or b.shape != (size,):
+            return False
+    tanh = bool(list(node.attr("activation_params", ())))
+    b = Builder(node.graph, before=node)
+    product = b.op.MatMul(x, w)
+    product.type = node.outputs[0].type
+    op = "FastGelu" if tanh else "BiasGelu" if bias is not None else "Gelu"
+    gelu = b.add_node(op, [product] + ([bias] if bias is not None else []), {}, domain=ORT_DOMAIN, num_outputs=1,
+                      name=node.name)  # fmt: skip
+    gelu.metadata = node.metadata
+    out = node.outputs[0]
+    gelu.outputs[0].type = out.type
+    keep = out.name
+    out.replace_all_uses_with(gelu.outputs[0])
+    out.name, gelu.outputs[0].name = f"{keep}__fused", keep
+    node.graph.remove(node)
+    return True
+
+
 def to_onnxruntime(node: Node) -> bool:
     """Make ``node`` onnxruntime's contrib op, where it has one that fits."""
     if node.op_type == "Attention":
         return _attention(node)
     if node.op_type == "SkipLayerNormalization":
         return _skip_layer_norm(node)
+    if node.op_type == "RMSNormalization":
+        return _skip_rms_norm(node)
     if node.op_type == "Gelu":
         if not _float32(node):
             return False
@@ -256,6 +324,8 @@ def to_onnxruntime(node: Node) -> bool:
             node.set_inputs(list(found))
         return True
     activation = node.attr("activation")
+    if node.op_type in ("FusedGemm", "FusedMatMul") and activation == "Gelu":
+        return _linear_gelu(node)
     if node.attr("channels_last"):
         return False  # onnxruntime's FusedConv is channels-first
     if node.op_type not in _ORT_ACTIVATIONS or activation not in _ORT_ACTIVATIONS[node.op_type] or not _float32(node):
@@ -318,6 +388,14 @@ def _skip_layer_norm_kernel(x, skip, gamma, beta=None, bias=None, epsilon: float
     return y, mean.astype(total.dtype), inv_std.astype(total.dtype), total
 
 
+def _skip_rms_norm_kernel(x, skip, gamma, bias=None, epsilon: float = 1e-6, **_):
+    total = x + skip + (0 if bias is None else bias)
+    graph = instantiate(_body("RMSNormalization", ""), {"epsilon": infer_attr("epsilon", epsilon)})
+    (y,) = interpret(graph, [total, gamma], {"": _KERNEL_OPSET})
+    inv_std = 1 / np.sqrt((total.astype(np.float64) ** 2).mean(axis=-1, keepdims=True) + epsilon)
+    return y, np.zeros_like(inv_std, total.dtype), inv_std.astype(total.dtype), total
+
+
 def _multi_head_attention_kernel(query, key, value, bias=None, key_padding_mask=None, attention_bias=None, *rest,
                                  num_heads: int, scale: float = 0.0, **_):  # fmt: skip
     if bias is not None or key_padding_mask is not None or any(r is not None for r in rest):
@@ -346,6 +424,7 @@ def _attention_kernel(x, weights, bias=None, mask_index=None, past=None, attenti
 
 
 KERNELS = [(ORT_DOMAIN, "SkipLayerNormalization", _skip_layer_norm_kernel),
+           (ORT_DOMAIN, "SkipSimplifiedLayerNormalization", _skip_rms_norm_kernel),
            (ORT_DOMAIN, "MultiHeadAttention", _multi_head_attention_kernel),
            (ORT_DOMAIN, "Attention", _attention_kernel)] + [
     (ORT_DOMAIN, op, _contrib_kernel(op)) for op in _ORT_ACTIVATIONS] + [

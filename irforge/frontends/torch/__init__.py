@@ -385,6 +385,33 @@ class TorchContext(Emitter):
         return self.importer.subgraph(gm, bindings, hint)
 
 
+def _aliases(target) -> bool:
+    """The op's result may share memory with an operand (a view: ``view``, ``transpose``, ...)."""
+    schema = getattr(target, "_schema", None)
+    alias = schema.returns[0].alias_info if schema and schema.returns else None
+    return alias is not None and not alias.is_write
+
+
+def _updates_first_argument(node) -> bool:
+    """An in-place op (``add_``, ...): it writes its first operand."""
+    schema = getattr(node.target, "_schema", None)
+    if not schema or not schema.arguments:
+        return False
+    alias = schema.arguments[0].alias_info
+    return bool(alias is not None and alias.is_write)
+
+
+def _check_in_place(node) -> None:
+    """An in-place update imports as the value it computes when nothing else can see the old
+    tensor change: it is an intermediate (not an input, a parameter or a buffer), neither a view
+    nor viewed by another op."""
+    target = node.args[0] if node.args else None
+    if getattr(target, "op", None) != "call_function":
+        raise NotMapped("an in-place update of an input, a parameter or a buffer")
+    if _aliases(target.target) or any(u is not node and _aliases(u.target) for u in target.users):
+        raise NotMapped("an in-place update of a tensor that shares memory with another")
+
+
 class _Importer:
     def __init__(self, ep, table, dim_names: dict[str, str], keep_unmapped: bool):
         self.ep, self.table, self.dim_names, self.keep_unmapped = ep, table, dim_names, keep_unmapped
@@ -489,6 +516,8 @@ class _Importer:
             if node.op != "call_function":
                 raise FrontendError(f"node {node.name!r}: FX op {node.op!r} is not supported after export")
             env[node] = self._call(cx, node, env, top, prefix)
+            if _updates_first_argument(node):  # later readers of the updated tensor read the result
+                env[node.args[0]] = env[node]
         return outputs
 
     def _call(self, cx: TorchContext, node, env, top: bool, prefix: str):
@@ -510,6 +539,8 @@ class _Importer:
         try:
             if fn is None:
                 raise NotMapped("no mapping")
+            if _updates_first_argument(node):
+                _check_in_place(node)
             result = fn(cx, *args, **kwargs)
         except NotMapped as e:
             if not self.keep_unmapped:

@@ -265,10 +265,10 @@ def _binary(onnx_op: str, bool_op: str | None = None):
     return convert
 
 
-aten("add.Tensor", "add.Scalar")(_binary("Add", "Or"))
+aten("add.Tensor", "add.Scalar", "add_.Tensor", "add_.Scalar")(_binary("Add", "Or"))
 
 
-aten("mul.Tensor", "mul.Scalar")(_binary("Mul", "And"))
+aten("mul.Tensor", "mul.Scalar", "mul_.Tensor", "mul_.Scalar")(_binary("Mul", "And"))
 
 
 aten("maximum.default", "max.other")(_binary("Max", "Or"))

@@ -252,6 +252,24 @@ RMS_NORM = """  graph @rms_norm(%x: f32[2,3,8]) {
   }
 """
 
+ROTARY = """  graph @rotary(%x: f32[1,2,4,8]) {
+    init %cos = RANDOM<f32[1,1,4,8]>
+    init %sin = RANDOM<f32[1,1,4,8]>
+    init %zero = dense<i64[1]>[0]
+    init %half = dense<i64[1]>[4]
+    init %end = dense<i64[1]>[8]
+    init %axis = dense<i64[1]>[-1]
+    %first = Slice(%x, %zero, %half, %axis)
+    %second = Slice(%x, %half, %end, %axis)
+    %neg = Neg(%second)
+    %rot = Concat(%neg, %first) <axis = -1>
+    %a = Mul(%x, %cos)
+    %b = Mul(%rot, %sin)
+    %y = Add(%a, %b)
+    return %y
+  }
+"""
+
 MATMUL_SCALE = """  graph @matmul_scale(%x: f32[2,5,8]) {
     init %w1 = RANDOM<f32[8,6]>
     init %w2 = RANDOM<f32[6,4]>
@@ -370,6 +388,7 @@ CASES: dict[str, dict[str, str]] = {
     "fuse-layer-norm": {"norms": NORMS},
     "fuse-attention": {"attention": ATTENTION},
     "fuse-rms-norm": {"rms-norm": RMS_NORM},
+    "fuse-rotary": {"rotary": ROTARY},
     "fold-matmul-scale": {"scaled-linear-layers": MATMUL_SCALE},
     "convert-layout": {"small-cnn": LAYOUT},
     "convert-precision": {"mlp-with-softmax": PRECISION},

@@ -46,6 +46,8 @@ def _layer(node: Node, x: Value) -> _Layer | None:
     """``node`` as a linear layer reading ``x`` by its first input, or ``None``."""
     if node.domain or len(node.outputs) != 1 or node.inputs[0] is not x:
         return None
+    if not node.outputs[0].num_uses() and not node.outputs[0].is_graph_output():
+        return None  # dead (a fusion took its place): combining it would compute it again
     w = constant_value(node.inputs[1]) if len(node.inputs) > 1 else None
     if w is None or w.ndim != 2:
         return None

@@ -12,8 +12,8 @@
   topological order.
 - ``O2``: ``O1``, then shapes are inferred again on the simplified graph (folding often makes
   shapes static that were not) and the simplification round runs once more to use them; then
-  the fusions: GELU, layer norm (with a residual Add), RMS norm and attention written in
-  primitives become one op each, constant scalar factors join the MatMul weights next to them, and
+  the fusions: GELU, layer norm (with a residual Add), RMS norm, rotary embeddings and attention
+  written in primitives become one op each, constant scalar factors join the MatMul weights next to them, and
   every Conv, Gemm and MatMul absorbs the activation after it (each fused op is of domain
   ``irforge`` and carries its decomposition as a model-local function, so every runtime still
   runs it); a last simplification round cleans up after them.
@@ -29,7 +29,8 @@ from __future__ import annotations
 
 _FUSE = "fuse-pad-conv,fuse-matmul-add,fuse-conv-bn,cancel-reshapes"
 _SIMPLIFY = "fixpoint(canonicalize,constant-fold,cse,dce){max-iterations=8}"
-_FUSE_OPS = ("normalize-reductions,dce,fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-attention,fold-matmul-scale,"
+_FUSE_OPS = ("normalize-reductions,dce,fuse-gelu,fuse-layer-norm,fuse-rms-norm,fuse-rotary,fuse-attention,"
+             "fold-matmul-scale,"
              "fuse-activation,combine-parallel-matmul")
 """The -O2 fusions, in order: JAX's reductions in pieces first become the ops the fusions match;
 GELU's own 0.5 must be inside its fused op before ``fold-matmul-scale`` could move it into the next

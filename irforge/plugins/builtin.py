@@ -31,6 +31,8 @@ from ..passes.fuse_pad_conv import PATTERNS as PAD_PATTERNS
 from ..passes.fuse_pad_conv import FusePadConv
 from ..passes.fuse_rms_norm import BODIES as RMS_NORM_BODIES
 from ..passes.fuse_rms_norm import FuseRmsNorm
+from ..passes.fuse_rotary import BODIES as ROTARY_BODIES
+from ..passes.fuse_rotary import FuseRotary
 from ..passes.inline_functions import InlineFunctions
 from ..passes.levels import LEVELS
 from ..passes.lower_fused import KERNELS, LowerFused
@@ -47,7 +49,7 @@ def irforge_register_passes() -> list[type]:
         DeadCodeElimination, TopologicalSort, FuseMatMulAdd, CancelReshapes, FreezeInitializers,
         FuseConvBatchNorm, ExpandFunctions, FusePadConv, FuseActivation, LowerFused, FuseGelu, FuseLayerNorm,
         FuseAttention, FuseRmsNorm, FoldMatMulScale, ConvertLayout, CancelTransposes, ConvertPrecision,
-        FuseElementwise, CombineParallelMatMul, ExpandBatchNorm, NormalizeReductions,
+        FuseElementwise, CombineParallelMatMul, ExpandBatchNorm, NormalizeReductions, FuseRotary,
     ]  # fmt: skip
 
 
@@ -75,7 +77,8 @@ def irforge_register_backends() -> list[tuple[str, object]]:
 
 @hookimpl
 def irforge_register_fused_ops() -> list[tuple[str, object]]:
-    return [*ATTENTION_BODIES, *ACTIVATION_BODIES, *GELU_BODIES, *NORM_BODIES, *RMS_NORM_BODIES, *POOL_BODIES]
+    return [*ATTENTION_BODIES, *ACTIVATION_BODIES, *GELU_BODIES, *NORM_BODIES, *RMS_NORM_BODIES, *ROTARY_BODIES,
+            *POOL_BODIES]
 
 
 @hookimpl

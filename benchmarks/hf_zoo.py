@@ -141,8 +141,10 @@ def efficientnet(small: bool = True):
     from transformers import EfficientNetConfig, EfficientNetModel
 
     # full size: B0 (the config's defaults are B7: 600x600, 2.0 wide, 3.1 deep)
-    c = EfficientNetConfig(image_size=32, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=320) if small \
-        else EfficientNetConfig(image_size=224, width_coefficient=1.0, depth_coefficient=1.0, hidden_dim=1280)  # fmt: skip
+    if small:
+        c = EfficientNetConfig(image_size=32, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=320)
+    else:
+        c = EfficientNetConfig(image_size=224, width_coefficient=1.0, depth_coefficient=1.0, hidden_dim=1280)
     return LastHidden(_reinitialised(EfficientNetModel(c))), _pixels(c.image_size)
 
 

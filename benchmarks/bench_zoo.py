@@ -17,7 +17,7 @@ largest value), then the engines are timed in rounds (each in turn, a pause betw
 table gives medians, the ratio to the bar (above 1: faster; under 1.1x either way is a tie) and the
 fused ops each irforge row runs.
 
-Run:  python benchmarks/bench_zoo.py [--models bert gpt2 ...] [--runs 12] [--tvm] [--small]
+Run:  python benchmarks/bench_zoo.py [--models bert gpt2 ...] [--runs 12] [--tvm] [--small] [--update]
 Writes benchmarks/results/zoo.json, zoo.md and zoo.png (the ratios, one bar per model and engine).
 """
 
@@ -198,7 +198,7 @@ def plot(rows: list[dict], path: str, stamp: str) -> None:
     engines = [e for e in ENGINES[1:] if any(r["engine"] == e and "ms" in r for r in rows)]
     bars = {m: next((r["ms"] for r in rows if r["model"] == m and r["engine"] == BAR and "ms" in r), None)
             for m in models}  # fmt: skip
-    fig, ax = plt.subplots(figsize=(12, 4.5))
+    fig, ax = plt.subplots(figsize=(14, 4.5))
     width = 0.8 / max(1, len(engines))
     for i, engine in enumerate(engines):
         ys = []
@@ -212,7 +212,7 @@ def plot(rows: list[dict], path: str, stamp: str) -> None:
     ax.set_xticks([j + width * (len(engines) - 1) / 2 for j in range(len(models))], models, rotation=20)
     ax.set_ylabel("speed vs export on ORT_ENABLE_ALL (×)")
     ax.set_title(f"zoo, batch 1, {THREADS} threads ({stamp}); dashed: the 1.1× tie band")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.005, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -228,12 +228,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pause", type=float, default=1.0)
     ap.add_argument("--small", action="store_true", help="the test configs (a quick run)")
+    ap.add_argument("--update", action="store_true", help="replace only the rows of --models in the results")
     a = ap.parse_args()
     engines = a.engines or [e for e in ENGINES if a.tvm or not e.endswith("tvm")]
     rows = measure(a.models, engines, a.runs, a.rounds, a.pause, a.small)
     stamp = time.strftime("%Y-%m-%d")
     os.makedirs(RESULTS, exist_ok=True)
     suffix = "-small" if a.small else ""
+    previous = os.path.join(RESULTS, f"zoo{suffix}.json")
+    if a.update and os.path.exists(previous):  # the models measured now replace theirs, the others stay
+        with open(previous) as f:
+            kept = [r for r in json.load(f)["rows"] if r["model"] not in a.models]
+        order = list(hf_zoo.ZOO)
+        rows = sorted(kept + rows, key=lambda r: order.index(r["model"]) if r["model"] in order else len(order))
     with open(os.path.join(RESULTS, f"zoo{suffix}.json"), "w") as f:
         json.dump({"date": stamp, "rows": rows}, f, indent=1)
     text = table(rows)

@@ -19,7 +19,8 @@ class LastHidden(nn.Module):
 
     def __init__(self, model: nn.Module):
         super().__init__()
-        self.model = model.eval()
+        self.model = model
+        self.eval()  # the wrapper too: an exporter that restores the training mode restores eval
 
     def forward(self, *args):
         return self.model(*args, return_dict=False)[0]

@@ -60,6 +60,17 @@ def test_import_a_torch_module_with_a_named_batch_and_run_it(folder):
     np.testing.assert_allclose(irforge.interpret(model, {"input": x})[0], want, rtol=1e-4, atol=1e-5)
 
 
+def test_an_import_with_every_dim_fixed_says_how_to_name_the_batch(folder):
+    done = _irforge(folder, "import", "mymodels:cnn", "--framework", "torch", "--example-shape", "1,3,16,16",
+                    "-o", "cnn.onnx")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "inputs input: f32[1,3,16,16]" in done.stdout
+    assert "--dynamic 0:0=batch, with an example of size 2 or more" in done.stderr
+    named = _irforge(folder, "import", "mymodels:cnn", "--framework", "torch", "--example-shape", "2,3,16,16",
+                     "--dynamic", "0:0=batch", "-o", "cnn.onnx")  # fmt: skip
+    assert named.returncode == 0 and "note:" not in named.stderr, named.stderr
+
+
 def test_import_a_jax_function(folder):
     done = _irforge(folder, "import", "mymodels:mlp", "--framework", "jax", "--example-shape", "3,4",
                     "--dynamic", "0:0=n", "-o", "mlp.onnx")  # fmt: skip

@@ -99,6 +99,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     n = sum(1 for _ in model.graph)
     shapes = ", ".join(f"{v.name}: {v.type}" for v in model.graph.inputs)
     print(f"{args.factory} -> {args.output}: {n} nodes; inputs {shapes}")
+    fixed = [i for i, (e, d) in enumerate(zip(examples, dims, strict=True))
+             if len(np.shape(e)) > 1 and 0 not in d]  # fmt: skip
+    if fixed:  # said once, after the result: the import worked, but only for this batch size
+        batch = np.shape(examples[fixed[0]])[0]
+        note = (f"note: every input dim is fixed at the example's size (a batch of {batch}); to take other batch "
+                f"sizes, name the dim: --dynamic {fixed[0]}:0=batch")  # fmt: skip
+        if args.framework == "torch" and batch == 1:
+            note += ", with an example of size 2 or more along it (torch.export treats a dim of size 1 as a constant)"
+        print(note, file=sys.stderr)
     return 0
 
 

@@ -131,3 +131,54 @@ def test_fused_op_counts_are_pinned(name, how):
     if name in ("bert", "distilbert", "gpt2", "llama", "t5-encoder", "vit", "whisper-encoder"):
         # the backend-neutral graph: one irforge::Attention a layer, whatever the exporter wrote
         assert _fused_ops(_optimized(name, how, None)).get("irforge:Attention") == 2
+
+
+class _GRUClassifier(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru, self.head = torch.nn.GRU(16, 32, batch_first=True), torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.head(self.gru(x)[1][-1])
+
+
+class _StackedLSTM(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+class _UNet(torch.nn.Module):
+    """Down, up through a ConvTranspose, and the skip connection."""
+
+    def __init__(self):
+        super().__init__()
+        self.down, self.up = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1), torch.nn.ConvTranspose2d(8, 8, 2, stride=2)
+        self.out = torch.nn.Conv2d(11, 2, 1)
+
+    def forward(self, x):
+        return self.out(torch.cat([torch.relu(self.up(torch.relu(self.down(x)))), x], 1))
+
+
+HELD_OUT = {"gru-classifier": (_GRUClassifier, (2, 10, 16)), "stacked-lstm": (_StackedLSTM, (2, 7, 8)),
+            "unet": (_UNet, (1, 3, 32, 32))}  # fmt: skip
+"""Models outside the zoo whose ops (GRU, LSTM, ConvTranspose) the backends once refused."""
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("how", hf_zoo.IMPORTS)
+@pytest.mark.parametrize("name", list(HELD_OUT))
+def test_held_out_recurrent_and_upsampling_models_run_everywhere(name, how, engine):
+    make, shape = HELD_OUT[name]
+    torch.manual_seed(0)
+    module = make().eval()
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = module(x).numpy()
+    model = hf_zoo.imported(module, (x,), how)
+    assert not irforge.unsupported(model, engine), irforge.unsupported(model, engine)
+    (got,) = irforge.compile(model, engine)(x.numpy())
+    assert _difference(got, expected) < RTOL

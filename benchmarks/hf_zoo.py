@@ -154,23 +154,28 @@ IMPORTS = ("from_torch", "export")
 file loaded with ``irforge.from_onnx``."""
 
 
-def imported(module: nn.Module, args: tuple, how: str):
-    """``module`` as an irforge model, imported ``how`` (one of :data:`IMPORTS`)."""
+def exported(module: nn.Module, args: tuple):
+    """``torch.onnx.export``'s model of ``module`` (the dynamo exporter), as a ``ModelProto``."""
     import io
     import warnings
 
     import onnx
 
-    import irforge
-
-    if how == "from_torch":
-        return irforge.from_torch(module, args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(module, args, dynamo=True, verbose=False)
     buf = io.BytesIO()
     program.save(buf)
-    return irforge.from_onnx(onnx.load_from_string(buf.getvalue()))
+    return onnx.load_from_string(buf.getvalue())
+
+
+def imported(module: nn.Module, args: tuple, how: str):
+    """``module`` as an irforge model, imported ``how`` (one of :data:`IMPORTS`)."""
+    import irforge
+
+    if how == "from_torch":
+        return irforge.from_torch(module, args)
+    return irforge.from_onnx(exported(module, args))
 
 
 ZOO: dict[str, Callable] = {

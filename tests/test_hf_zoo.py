@@ -182,3 +182,35 @@ def test_held_out_recurrent_and_upsampling_models_run_everywhere(name, how, engi
     assert not irforge.unsupported(model, engine), irforge.unsupported(model, engine)
     (got,) = irforge.compile(model, engine)(x.numpy())
     assert _difference(got, expected) < RTOL
+
+
+KINDS = {"attention": {"Attention", "MultiHeadAttention", "GroupQueryAttention"},
+         "norm": {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization"},
+         "gelu": {"Gelu", "BiasGelu", "FastGelu"}, "rotary": {"RotaryEmbedding"}}  # fmt: skip
+
+
+def _kinds(ops) -> dict[str, int]:
+    """How many fused ops of each kind (onnxruntime's contrib ops and irforge's own attention)."""
+    ops = list(ops)
+    return {kind: sum(op in names for op in ops) for kind, names in KINDS.items()}
+
+
+@functools.cache
+def _onnxscript_fused(name: str) -> dict[str, int]:
+    import onnx_ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    module, args, _ = _built(name)
+    model, _ = optimize_for_ort(onnx_ir.from_proto(hf_zoo.exported(module, args)))
+    return _kinds([n.op_type for n in model.graph.all_nodes() if n.domain == "com.microsoft"])
+
+
+@pytest.mark.parametrize("name", [n for n in FUSED if "ort:SkipLayerNormalization" in FUSED[n] or
+                                  "ort:SkipSimplifiedLayerNormalization" in FUSED[n] if n not in EXPORT_FAILS])
+def test_the_export_fuses_at_least_what_onnxscript_fuses_of_each_kind(name):
+    """onnxscript's onnxruntime fusions (``optimize_for_ort``) on the same ``torch.onnx.export`` file are
+    the anchor: irforge's ``-O3 --target onnxruntime`` fuses at least as many of each kind."""
+    ours = _kinds(n.op_type for n in _optimized(name, "export", "onnxruntime").graph
+                  if n.domain == "com.microsoft" or (n.domain == "irforge" and n.op_type == "Attention"))
+    theirs = _onnxscript_fused(name)
+    assert all(ours[k] >= theirs[k] for k in KINDS), (ours, theirs)

@@ -73,6 +73,20 @@ CASES = [
         "1,4,6,5",
         ["Transpose", "Relu"],
     ),
+    (
+        "reshape-transpose-reshape",  # a repeated key transposed through 3-D across the repeat
+        _i64("m", [8, 4, 3]) + _i64("s", [1, 8, 3, 4]) + "  %a = Reshape(%x, %m)\n"
+        "  %b = Transpose(%a) <perm = ints[0, 2, 1]>\n  %c = Reshape(%b, %s)\n  %y = Relu(%c)\n",
+        "1,2,4,4,3",
+        ["Transpose", "Reshape", "Relu"],
+    ),
+    (
+        "transpose-of-merge",
+        _i64("s", [1, 8, 4, 3]) + "  %a = Reshape(%x, %s)\n  %b = Transpose(%a) <perm = ints[0, 1, 3, 2]>\n"
+        "  %y = Relu(%b)\n",
+        "1,2,4,4,3",
+        ["Transpose", "Reshape", "Relu"],
+    ),
     ("expand-to-same-shape", _i64("s", [2, 3]) + "  %a = Expand(%x, %s)\n  %y = Relu(%a)\n", "2,3", ["Relu"]),
     (
         "squeeze-of-unsqueeze",
@@ -128,6 +142,11 @@ REFUSED = [
         "2,3",
     ),
     ("reshape-to-same-shape", _i64("s", [3, 2]) + "  %y = Reshape(%x, %s)\n", "2,3"),
+    (
+        "transpose-of-merge",  # a split, not a merge
+        _i64("s", [2, 2, 3]) + "  %a = Reshape(%x, %s)\n  %y = Transpose(%a) <perm = ints[0, 2, 1]>\n",
+        "4,3",
+    ),
     (
         "reshape-transpose-reshape",  # the last Reshape does not split the merged axes back
         _i64("m", [6, 4]) + _i64("s", [4, 3, 2]) + "  %a = Reshape(%x, %m)\n"

@@ -101,15 +101,9 @@ FUSED = {
 through ``from_torch``: every layer's attention, norms and GELU (``ort:`` onnxruntime's contrib
 ops, ``irforge:`` fused ops it has no kernel for, run as their functions)."""
 
-EXPORT_DIFFERS = {
-    "gpt2": {"ort:MultiHeadAttention": 2, "ort:SkipLayerNormalization": 5},
-    "llama": {"irforge:Attention": 2, "irforge:FusedMatMul": 2, "irforge:RMSNormalization": 1,
-              "ort:RotaryEmbedding": 4, "ort:SkipSimplifiedLayerNormalization": 4},
-}  # fmt: skip
+EXPORT_DIFFERS = {"gpt2": {"ort:MultiHeadAttention": 2, "ort:SkipLayerNormalization": 5}}
 """Where the ``torch.onnx.export`` file fuses otherwise: GPT-2's export keeps its packed projection
-split in three (MultiHeadAttention, not Attention) and writes its tanh GELU in a form not matched;
-Llama's transposes its repeated key through 3-D across the repeat, so the attention stays an
-irforge::Attention call (its rotary embeddings still become onnxruntime's)."""
+split in three (MultiHeadAttention, not Attention) and writes its tanh GELU in a form not matched."""
 
 
 def _fused_ops(model) -> dict[str, int]:

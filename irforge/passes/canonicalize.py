@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core_ir.graph import Graph
 from ..core_ir.pattern import Match, Pattern
+from ..core_ir.types import TensorType
 from .base import Pass, PassContext, PassResult, run_patterns
 
 
@@ -105,10 +106,12 @@ def _groups(shape: tuple, merged: tuple) -> list[list[int]] | None:
     return groups
 
 
-def _grouped_perm(m: Match) -> list[int] | None:
-    """The one Transpose of ``x`` that ``Reshape(Transpose(Reshape(x, merged), perm), shape)`` is
+def _grouped_perm(m: Match) -> tuple[list[int], tuple] | None:
+    """``(perm, shape)``: ``Reshape(Transpose(Reshape(x, merged), p), target)`` is
+    ``Reshape(Transpose(x, perm), shape)`` (just the Transpose when ``shape`` is its result's)
     when the first Reshape merges runs of ``x``'s axes, the Transpose moves the runs and the last
-    Reshape splits them back (the torch exporter transposes a 4-D key through 3-D so)."""
+    Reshape splits them back, or merges runs of what that gives (the torch exporter transposes a
+    4-D key through 3-D so, and a repeated key across its repeat)."""
     outer, transpose, inner = m.nodes
     x, perm, target, first = m.shape("x"), transpose.attr("perm"), m.constant("s"), m.constant("m")
     if x is None or perm is None or target is None or not all(isinstance(d, int) for d in x) or 0 in x:
@@ -121,15 +124,61 @@ def _grouped_perm(m: Match) -> list[int] | None:
         return None
     full = [a for i in perm for a in groups[i]]
     moved = tuple(merged[i] for i in perm)
-    if _resolved(target.reshape(-1), moved, outer.attr("allowzero", 0)) != tuple(x[a] for a in full):
+    shape = _resolved(target.reshape(-1), moved, outer.attr("allowzero", 0))
+    want = tuple(x[a] for a in full)
+    if shape is None or (shape != want and _groups(want, shape) is None):
         return None
-    return full
+    return full, shape
 
 
 def _grouped_transpose(m: Match) -> bool:
     if _grouped_perm(m) is None:
         return m.fail("not a merge of axis runs, a move of the runs and their split back")
     return True
+
+
+def _transposed(b, x, perm: list[int], m: Match):
+    """``Transpose(x, perm)``, typed (the rules after it read its shape before any inference)."""
+    out = b.op.Transpose(x, perm=perm)
+    shape = m.shape("x") if x is m["x"] else getattr(x.type, "shape", None)
+    if shape is not None and m.dtype("x") is not None:
+        out.type = TensorType(m.dtype("x"), tuple(shape[a] for a in perm))
+    return out
+
+
+def _ungrouped(b, m: Match):
+    perm, shape = _grouped_perm(m)
+    out = _transposed(b, m["x"], perm, m)
+    if tuple(getattr(out.type, "shape", None) or ()) == shape:
+        return out
+    reshaped = b.op.Reshape(out, b.constant(np.asarray(shape, np.int64)))
+    reshaped.type = m.outputs[0].type
+    return reshaped
+
+
+def _merge_moved(m: Match) -> tuple[list[int], tuple] | None:
+    """``(perm, shape)``: ``Transpose(Reshape(y, s), p)`` is ``Reshape(Transpose(y, perm), shape)``
+    when the Reshape merges runs of ``y``'s axes (at least one run of two) and is read only there:
+    the merge moves after the Transpose, where it may meet the Reshape it undoes."""
+    transpose, reshape = m.nodes
+    y, p, target = m.shape("x"), transpose.attr("perm"), m.constant("s")
+    if y is None or p is None or target is None or not all(isinstance(d, int) for d in y) or 0 in y:
+        return None
+    merge = reshape.outputs[0]
+    if merge.num_uses() != 1 or merge.is_graph_output():
+        return None
+    merged = _resolved(target.reshape(-1), tuple(y), reshape.attr("allowzero", 0))
+    groups = _groups(tuple(y), tuple(merged)) if merged is not None else None
+    if groups is None or len(groups) != len(p) or all(len(g) == 1 for g in groups):
+        return None
+    return [a for i in p for a in groups[i]], tuple(merged[i] for i in p)
+
+
+def _merge_after(b, m: Match):
+    perm, shape = _merge_moved(m)
+    out = b.op.Reshape(_transposed(b, m["x"], perm, m), b.constant(np.asarray(shape, np.int64)))
+    out.type = m.outputs[0].type
+    return out
 
 
 def _transpose_pair(b, m: Match):
@@ -303,8 +352,14 @@ PATTERNS: list[Pattern] = [
     Pattern(
         "reshape-transpose-reshape",
         lambda p: p.op.Reshape(p.op.Transpose(p.op.Reshape(p.var("x"), p.const("m"))), p.const("s")),
-        lambda b, m: b.op.Transpose(m["x"], perm=_grouped_perm(m)),
+        _ungrouped,
         check=_grouped_transpose,
+    ),
+    Pattern(
+        "transpose-of-merge",
+        lambda p: p.op.Transpose(p.op.Reshape(p.var("x"), p.const("s"))),
+        _merge_after,
+        check=lambda m: _merge_moved(m) is not None or m.fail("not a merge of axis runs read only by the Transpose"),
     ),
     Pattern("reshape-to-same-shape", lambda p: p.op.Reshape(p.var("x"), p.const("c")), _x, check=_static_shape_equals),
     Pattern("expand-to-same-shape", lambda p: p.op.Expand(p.var("x"), p.const("c")), _x, check=_static_shape_equals),

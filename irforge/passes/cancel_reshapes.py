@@ -48,7 +48,7 @@ def _static_shape(v: Value | None) -> tuple[int, ...] | None:
 def _target(reshape: Node, numel: int) -> tuple[int, ...] | None:
     """The shape a Reshape produces from ``numel`` elements, when its shape input says it alone."""
     s = constant_value(reshape.inputs[1])
-    if s is None or reshape.attr("allowzero", 0) or (s == 0).any() or (s == -1).sum() > 1:
+    if s is None or (s == 0).any() or (s == -1).sum() > 1:  # without 0s, allowzero changes nothing
         return None
     dims = [int(d) for d in s.reshape(-1)]
     if -1 in dims:

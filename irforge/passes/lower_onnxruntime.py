@@ -122,12 +122,18 @@ def _rotary(node: Node) -> bool:
     positions = b.constant(np.tile(np.arange(seq, dtype=np.int64), (batch, 1)))
     rope = b.add_node("RotaryEmbedding", [x, positions, *(b.constant(c.astype(np.float32)) for c in caches)],
                       {"interleaved": 0}, domain=ORT_DOMAIN, num_outputs=1, name=node.name)  # fmt: skip
-    rope.metadata = node.metadata
+    return _replaces(node, rope)
+
+
+def _replaces(node: Node, kernel: Node) -> bool:
+    """``kernel`` takes the place of the one-output fused ``node``: its readers, its output's name
+    and type, its source metadata."""
+    kernel.metadata = node.metadata
     out = node.outputs[0]
-    rope.outputs[0].type = out.type
+    kernel.outputs[0].type = out.type
     keep = out.name
-    out.replace_all_uses_with(rope.outputs[0])
-    out.name, rope.outputs[0].name = f"{keep}__fused", keep
+    out.replace_all_uses_with(kernel.outputs[0])
+    out.name, kernel.outputs[0].name = f"{keep}__fused", keep
     node.graph.remove(node)
     return True
 
@@ -154,14 +160,7 @@ def _linear_gelu(node: Node) -> bool:
     op = "FastGelu" if tanh else "BiasGelu" if bias is not None else "Gelu"
     gelu = b.add_node(op, [product] + ([bias] if bias is not None else []), {}, domain=ORT_DOMAIN, num_outputs=1,
                       name=node.name)  # fmt: skip
-    gelu.metadata = node.metadata
-    out = node.outputs[0]
-    gelu.outputs[0].type = out.type
-    keep = out.name
-    out.replace_all_uses_with(gelu.outputs[0])
-    out.name, gelu.outputs[0].name = f"{keep}__fused", keep
-    node.graph.remove(node)
-    return True
+    return _replaces(node, gelu)
 
 
 def to_onnxruntime(node: Node) -> bool:

@@ -70,10 +70,12 @@ def _optimized(name: str, how: str, target: str | None):
     return irforge.optimize(clone_model(_imported(name, how)), "-O3", target=target)
 
 
-@pytest.mark.parametrize(("name", "how", "engine"), list(_cases()))
+@pytest.mark.parametrize(("name", "how", "engine"),
+                         [c for c in _cases() if c.values[1] == "from_torch" or c.values[2] == "onnxruntime"])
 def test_zoo_model_at_O3_matches_pytorch(name, how, engine):
     """The fused graph (``-O3``; for onnxruntime ``--target onnxruntime``, its contrib ops) runs and
-    matches PyTorch as the imported one does."""
+    matches PyTorch as the imported one does: every engine on the ``from_torch`` import, onnxruntime's
+    lowering on the export too (xla and tvm run the same fused ops either way; CI time)."""
     _, args, expected = _built(name)
     model = _optimized(name, how, "onnxruntime" if engine == "onnxruntime" else None)
     assert not irforge.unsupported(model, engine), irforge.unsupported(model, engine)

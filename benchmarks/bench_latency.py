@@ -41,17 +41,6 @@ ENGINES = [
 ]  # fmt: skip
 
 
-def _session(path: str, enable: bool):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    level = ort.GraphOptimizationLevel
-    so.graph_optimization_level = level.ORT_ENABLE_ALL if enable else level.ORT_DISABLE_ALL
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    so.intra_op_num_threads = THREADS
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
 def _irforge_file(path: str, level: str, target: str | None, out: str) -> tuple[str, int]:
     import irforge
 
@@ -96,7 +85,9 @@ def _engine(engine: str, path: str, feeds: dict, tmp: str, name: str):
 
 
 def _ort_run(path: str, feeds: dict, enable: bool):
-    session = _session(path, enable)
+    from rounds import ort_session
+
+    session = ort_session(path, enable, THREADS)
     return lambda: session.run(None, feeds)[0]
 
 

@@ -47,18 +47,10 @@ OPTIMIZER_TYPES = {"bert": "bert", "distilbert": "bert", "gpt2": "gpt2", "t5-enc
 """The zoo models onnxruntime's transformer optimizer has a model type for."""
 
 
-def _session(path: str):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    so.intra_op_num_threads = THREADS
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
 def _ort(path: str, feeds: list[np.ndarray]):
-    session = _session(path)
+    from rounds import ort_session
+
+    session = ort_session(path, threads=THREADS)
     names = [i.name for i in session.get_inputs()]
     given = dict(zip(names, feeds, strict=True))
     return lambda: session.run(None, given)[0]

@@ -24,3 +24,16 @@ def time_in_rounds(engines: dict[str, Callable[[], object]], runs: int, rounds: 
                 times[engine].append(time.perf_counter() - t)
             time.sleep(pause)
     return times
+
+
+def ort_session(path: str, enable: bool = True, threads: int = 2):
+    """An onnxruntime CPU session for timing: ``ORT_ENABLE_ALL`` (or ``ORT_DISABLE_ALL``),
+    ``threads`` intra-op threads that do not spin when idle."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    level = ort.GraphOptimizationLevel
+    so.graph_optimization_level = level.ORT_ENABLE_ALL if enable else level.ORT_DISABLE_ALL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.intra_op_num_threads = threads
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])

@@ -85,32 +85,26 @@ def _rewrite(b: Builder, m: Match) -> Value:
     return out
 
 
-def _source(p):
-    x = p.var("x")
-    first = p.op.Slice(x, p.const("s0"), p.const("e0"), p.const("a0"), p.const("t0"))
-    second = p.op.Slice(x, p.const("s1"), p.const("e1"), p.const("a1"), p.const("t1"))
-    rotated = p.op.Concat(p.op.Neg(second), first)
-    return p.op.Add(p.op.Mul(x, p.var("cos")), p.op.Mul(rotated, p.var("sin")))
+def _source(halves: str):
+    """``x * cos + concat(-second, first) * sin`` with the halves taken by ``halves``: two Slices
+    with steps, two without, or one equal Split."""
+
+    def source(p):
+        x = p.var("x")
+        if halves == "split":
+            first, second = p.op.Split(x, _outputs=2)
+        else:
+            first, second = (p.op.Slice(x, p.const(f"s{i}"), p.const(f"e{i}"), p.const(f"a{i}"),
+                                        *((p.const(f"t{i}"),) if halves == "slices" else ())) for i in (0, 1))
+        rotated = p.op.Concat(p.op.Neg(second), first)
+        return p.op.Add(p.op.Mul(x, p.var("cos")), p.op.Mul(rotated, p.var("sin")))
+
+    return source
 
 
-def _source_no_steps(p):
-    x = p.var("x")
-    first = p.op.Slice(x, p.const("s0"), p.const("e0"), p.const("a0"))
-    second = p.op.Slice(x, p.const("s1"), p.const("e1"), p.const("a1"))
-    rotated = p.op.Concat(p.op.Neg(second), first)
-    return p.op.Add(p.op.Mul(x, p.var("cos")), p.op.Mul(rotated, p.var("sin")))
-
-
-def _source_split(p):
-    x = p.var("x")
-    first, second = p.op.Split(x, _outputs=2)
-    rotated = p.op.Concat(p.op.Neg(second), first)
-    return p.op.Add(p.op.Mul(x, p.var("cos")), p.op.Mul(rotated, p.var("sin")))
-
-
-PATTERNS = [Pattern("rotary-embedding", _source, _rewrite, check=_check, benefit=4),
-            Pattern("rotary-embedding-no-steps", _source_no_steps, _rewrite, check=_check, benefit=4),
-            Pattern("rotary-embedding-split", _source_split, _rewrite, check=_check, benefit=4)]  # fmt: skip
+PATTERNS = [Pattern(name, _source(halves), _rewrite, check=_check, benefit=4)
+            for name, halves in (("rotary-embedding", "slices"), ("rotary-embedding-no-steps", "slices-no-steps"),
+                                 ("rotary-embedding-split", "split"))]  # fmt: skip
 
 
 def _function(overload: str, opset: int) -> Function:

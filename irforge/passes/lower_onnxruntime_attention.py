@@ -153,6 +153,13 @@ def _merged(out: Value, hidden: int) -> Node | None:
     return r
 
 
+def _three_d(b: Builder, x: Value, shape: tuple) -> Value:
+    """``x`` as the ``[batch, seq, hidden]`` a kernel takes (a linear layer's 2-D output restored)."""
+    if len(x.type.shape) == 3:
+        return x
+    return b.op.Reshape(x, b.constant(np.array(shape, np.int64)))
+
+
 def _multi_head(node: Node) -> bool:
     """onnxruntime's MultiHeadAttention over the un-split Q, K, V: the head split before and the
     merge after the fused op are absorbed; a mask becomes its ``attention_bias``, broadcast to
@@ -168,13 +175,8 @@ def _multi_head(node: Node) -> bool:
         return False
     b = Builder(node.graph, before=merge)
 
-    def three_d(x: Value, shape: tuple) -> Value:
-        if len(x.type.shape) == 3:
-            return x
-        return b.op.Reshape(x, b.constant(np.array(shape, np.int64)))
-
     packed = _packed_projection([x for x, _, _ in split], hidden)
-    inputs = list(packed) if packed else [three_d(x, shape) for x, _, shape in split]
+    inputs = list(packed) if packed else [_three_d(b, x, shape) for x, _, shape in split]
     if len(node.inputs) > 3:
         mask = node.inputs[3]
         rank = len(getattr(mask.type, "shape", None) or ())
@@ -289,8 +291,7 @@ def _grouped_query(node: Node) -> bool:
         return False
     graph = node.graph
     b = Builder(graph, before=merge)
-    xq, xk, xv = (x if len(x.type.shape) == 3 else b.op.Reshape(x, b.constant(np.array(shape, np.int64)))
-                  for x, _, shape in ((xq, 0, (batch, seq, hidden)), (xk, 0, kv_shape), (xv, 0, v_shape)))
+    xq, xk, xv = (_three_d(b, x, shape) for x, shape in ((xq, (batch, seq, hidden)), (xk, kv_shape), (xv, v_shape)))
     inside = bool(caches) and dim % 16 == 0  # the kernel's own rotary needs a head dim of a multiple of 16
     cache_values = [b.constant(c.astype(np.float32)) for c in caches]
     if caches and not inside:

@@ -207,7 +207,12 @@ def compile(model: Model, backend: str = "xla", device: str = "cpu"):
         raise BackendError(f"the {backend} backend runs on {', '.join(b.devices)}, not {device!r}")
     prepared = prepare(model, b)
     b.check(prepared)
-    return b.compile(prepared, device)
+    exe = b.compile(prepared, device)
+    if exe.inputs is None:  # a plugin's executable: the base class checks its calls all the same
+        from .backends.inputs import input_specs
+
+        exe.inputs = input_specs(model)
+    return exe
 
 
 __all__ = ["backend", "backend_names", "compile", "emit", "emit_targets", "from_jax", "from_onnx", "from_torch",

@@ -30,8 +30,8 @@ FRONTENDS = {
 }  # fmt: skip
 
 BACKENDS = {
-    "Artifact", "Backend", "BackendError", "Executable", "Lowering", "NotStatic", "Refused", "RuleTable",
-    "Unsupported", "UnsupportedError", "collect_unsupported", "static",
+    "Artifact", "Backend", "BackendError", "Executable", "InputError", "InputSpec", "Lowering", "NotStatic",
+    "Refused", "RuleTable", "Unsupported", "UnsupportedError", "collect_unsupported", "input_specs", "static",
 }  # fmt: skip
 
 API = {
@@ -155,6 +155,8 @@ def test_entry_point_signatures():
     assert list(inspect.signature(irforge.interpret).parameters)[:2] == ["graph", "inputs"]
     assert issubclass(irforge.core_ir.LoadError, irforge.IrforgeError)
     assert issubclass(irforge.core_ir.VerificationError, irforge.IrforgeError)
+    assert issubclass(irforge.backends.InputError, irforge.IrforgeError)
+    assert list(inspect.signature(irforge.backends.Executable.run).parameters) == ["self", "inputs", "cast"]
 
 
 def test_import_irforge_does_not_load_heavy_toolchains():

@@ -17,7 +17,9 @@ from .base import (
     UnsupportedError,
     collect_unsupported,
 )
+from .inputs import InputError, InputSpec, input_specs
 from .table import Lowering, NotStatic, Refused, RuleTable, static
 
-__all__ = ["Artifact", "Backend", "BackendError", "Executable", "Lowering", "NotStatic", "Refused", "RuleTable",
-           "Unsupported", "UnsupportedError", "collect_unsupported", "static"]  # fmt: skip
+__all__ = ["Artifact", "Backend", "BackendError", "Executable", "InputError", "InputSpec", "Lowering", "NotStatic",
+           "Refused", "RuleTable", "Unsupported", "UnsupportedError", "collect_unsupported", "input_specs",
+           "static"]  # fmt: skip

@@ -20,6 +20,7 @@ from ..core_ir.dimexpr import evaluate, is_dim_expr, symbols
 from ..core_ir.errors import IrforgeError
 from ..core_ir.model import Model
 from ..core_ir.node import Node
+from .inputs import InputError, InputSpec, check_inputs
 
 
 class BackendError(IrforgeError):
@@ -89,7 +90,13 @@ class Artifact:
 
 
 class Executable:
-    """A compiled model: call it with arrays (by position or name), get a list of numpy arrays."""
+    """A compiled model: call it with arrays (by position or name), get a list of numpy arrays.
+
+    Each call is checked against ``inputs``, the model's declared interface
+    (:mod:`irforge.backends.inputs`), before the engine runs: a wrong name, count, element type,
+    rank or dim is one :class:`InputError`, never an engine's traceback or a silent cast.
+    ``inputs`` is ``None`` only for an executable built outside :func:`irforge.compile`, which
+    fills it in from the model."""
 
     def __init__(
         self,
@@ -99,25 +106,36 @@ class Executable:
         output_names: Sequence[str],
         compile_seconds: float = 0.0,
         device: str = "cpu",
+        inputs: Sequence[InputSpec] | None = None,
     ):
         self.backend, self._run = backend, run
         self.input_names, self.output_names = list(input_names), list(output_names)
         self.compile_seconds, self.device = compile_seconds, device
+        self.inputs = list(inputs) if inputs is not None else None
 
     def __call__(self, *args: Any, **named: Any) -> list[np.ndarray]:
         if len(args) == 1 and isinstance(args[0], Mapping) and not named:
-            named, args = dict(args[0]), ()
-        if named:
-            missing = [n for n in self.input_names if n not in named]
-            extra = [n for n in named if n not in self.input_names]
+            return self.run(args[0])
+        if named and args:
+            raise InputError(f"{self.backend}: give the inputs by position or by name, not both")
+        return self.run(named if named else args)
+
+    def run(self, inputs: Mapping[str, Any] | Sequence[Any], *, cast: bool = False) -> list[np.ndarray]:
+        """Run on ``inputs`` (in order, or by name); ``cast=True`` converts arrays of another
+        element type to the declared one instead of refusing them."""
+        if isinstance(inputs, Mapping):
+            missing = [n for n in self.input_names if n not in inputs]
+            extra = [n for n in inputs if n not in self.input_names]
             if missing or extra:
-                raise BackendError(f"{self.backend}: inputs missing {missing}, unknown {extra}; "
-                                   f"the model takes {self.input_names}")  # fmt: skip
-            args = tuple(named[n] for n in self.input_names)
-        if len(args) != len(self.input_names):
-            raise BackendError(f"{self.backend}: the model takes {len(self.input_names)} inputs "
-                               f"({', '.join(self.input_names)}), got {len(args)}")  # fmt: skip
-        return self._run([np.asarray(a) for a in args])
+                pairs = (("missing", missing), ("unknown", extra))
+                said = "; ".join(f"{what} {', '.join(map(repr, names))}" for what, names in pairs if names)
+                raise InputError(f"{self.backend}: inputs {said}; the model takes {', '.join(self.input_names)}")
+            inputs = [inputs[n] for n in self.input_names]
+        if len(inputs) != len(self.input_names):
+            raise InputError(f"{self.backend}: the model takes {len(self.input_names)} input(s) "
+                             f"({', '.join(self.input_names)}), given {len(inputs)}")  # fmt: skip
+        specs = self.inputs if self.inputs is not None else [InputSpec(n) for n in self.input_names]
+        return self._run(check_inputs(specs, inputs, self.backend, cast))
 
 
 class Backend:

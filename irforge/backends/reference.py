@@ -11,6 +11,7 @@ import numpy as np
 from ..core_ir.interpreter import Interpreter
 from ..core_ir.model import Model
 from .base import Backend, Executable, Unsupported, io_names, kept_framework_ops
+from .inputs import input_specs
 
 
 class ReferenceBackend(Backend):
@@ -30,4 +31,4 @@ class ReferenceBackend(Backend):
         def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
             return [np.asarray(o) for o in interp.run(dict(zip(ins, arrays, strict=True)))]
 
-        return Executable(self.name, run, ins, outs, time.perf_counter() - t0)
+        return Executable(self.name, run, ins, outs, time.perf_counter() - t0, inputs=input_specs(model))

@@ -29,6 +29,8 @@ from .types import MapType, OptionalType, SequenceType, SparseTensorType, Tensor
 from .value import Value
 from .wire import Split, WireError, encode_varint, split, tag
 
+_EXTERNAL_KEYS = frozenset({"location", "offset", "length", "checksum", "basepath"})
+"""The keys of a ``TensorProto.external_data`` entry the ONNX spec defines; any other is refused."""
 _EXTERNAL = onnx.TensorProto.EXTERNAL
 _DTYPES = {int(d): d for d in DataType}
 _ATTR_KINDS = {int(k): k for k in AttrKind}
@@ -47,6 +49,7 @@ def _dtype(number: int) -> DataType:
             raise LoadError(f"data type {number} is not one ONNX defines; the file is damaged, or written by a "
                             "newer onnx than the one installed") from None  # fmt: skip
     return d
+
 
 # ----------------------------------------------------------------------------------------------
 # proto -> IR
@@ -105,6 +108,12 @@ class Deserializer:
                     "given as bytes; load it from its path so the data file can be found"
                 )
             info = {e.key: e.value for e in tp.external_data}
+            unknown = sorted(set(info) - _EXTERNAL_KEYS)
+            if unknown:
+                raise LoadError(
+                    f"{self.source}: {owner} has external data keys the ONNX spec does not define "
+                    f"({', '.join(map(repr, unknown))}); it allows {', '.join(sorted(_EXTERNAL_KEYS))}"
+                )
             if "location" not in info:
                 raise LoadError(f"{self.source}: {owner} has external data without a location")
             try:

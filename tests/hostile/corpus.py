@@ -52,11 +52,16 @@ def _with_init(tensor: onnx.TensorProto) -> Callable[[str], str]:
     return build
 
 
-def _external(location: str, length: int = 8, prepare: Callable[[str], None] = lambda folder: None):
+def _external(
+    location: str,
+    length: int = 8,
+    prepare: Callable[[str], None] = lambda folder: None,
+    extra: tuple[tuple[str, str], ...] = (),
+):
     def build(folder: str) -> str:
         prepare(folder)
         w = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=[2], data_location=onnx.TensorProto.EXTERNAL)
-        for key, value in (("location", location), ("offset", "0"), ("length", str(length))):
+        for key, value in (("location", location), ("offset", "0"), ("length", str(length)), *extra):
             w.external_data.add(key=key, value=value)
         return _save(folder, _model([h.make_node("Add", ["x", "w"], ["y"], name="add")], [_vec("x")], [_vec("y")],
                                     inits=[w]))  # fmt: skip
@@ -122,8 +127,12 @@ def _nested_if(depth: int) -> Callable[[str], str]:
         return nodes + _field(2, b"g") + _field(12, _field(1, output.encode()))
 
     def node(op: str, inputs: list[str], output: str, attrs: bytes = b"") -> bytes:  # NodeProto
-        return b"".join(_field(1, i.encode()) for i in inputs) + _field(2, output.encode()) + \
-            _field(4, op.encode()) + attrs
+        return (
+            b"".join(_field(1, i.encode()) for i in inputs)
+            + _field(2, output.encode())
+            + _field(4, op.encode())
+            + attrs
+        )
 
     def branch(name: str, g: bytes) -> bytes:  # AttributeProto: name = 1, g = 6, type = 20 (GRAPH = 5)
         return _field(5, _field(1, name.encode()) + _field(6, g) + _varint(20 << 3) + _varint(5))
@@ -222,6 +231,8 @@ CASES = [
     Case("external-device", _external("/dev/zero"), VERIFY, "is absolute"),
     Case("external-missing", _external("weights.bin"), VERIFY, "not found"),
     Case("external-short", _external("weights.bin", prepare=_short_file), VERIFY, "the data file is truncated"),
+    Case("external-unknown-key", _external("weights.bin", extra=(("__class__", "os.system"),)), VERIFY,
+         "keys the ONNX spec does not define ('__class__')"),
     Case("function-calls-itself", _recursive(("F",)), VERIFY, "function local::F calls itself: local::F -> local::F"),
     Case("functions-call-each-other", _recursive(("F", "G")), VERIFY, "local::F -> local::G -> local::F"),
     Case("graph-cycle", _cycle, VERIFY, "cycle"),

@@ -10,6 +10,7 @@ import numpy as np
 from ...core_ir.errors import MissingExtraError
 from ...core_ir.model import Model
 from ..base import Artifact, Backend, Executable, Unsupported, io_names, kept_framework_ops
+from ..inputs import input_specs
 
 
 class OnnxRuntimeBackend(Backend):
@@ -36,6 +37,7 @@ class OnnxRuntimeBackend(Backend):
 
         t0 = time.perf_counter()
         ins, outs = io_names(model)
+        specs = input_specs(model)
         model, fed, returned = for_onnxruntime(model)
         fed = {ins.index(name) for name in fed}
         returned = {outs.index(name) for name in returned}
@@ -50,4 +52,4 @@ class OnnxRuntimeBackend(Backend):
             got = session.run(None, feed)
             return [to_bfloat16(o) if i in returned else np.asarray(o) for i, o in enumerate(got)]
 
-        return Executable(self.name, run, ins, outs, time.perf_counter() - t0)
+        return Executable(self.name, run, ins, outs, time.perf_counter() - t0, inputs=specs)

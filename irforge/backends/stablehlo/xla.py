@@ -18,6 +18,7 @@ import numpy as np
 
 from ...core_ir.model import Model
 from ..base import Artifact, Backend, BackendError, Executable, Unsupported, static_input_shapes
+from ..inputs import input_specs
 from ..static_operands import static_inputs
 from .lowering import ShapeDependentError, find_unsupported, jax_context, lower
 from .rules import RULES
@@ -93,7 +94,9 @@ class XLABackend(Backend):
             traced = [a for n, a in zip(names, arrays, strict=True) if n not in static]
             return _run(lowered, traced, device, jax_device)
 
-        exe = Executable(self.name, run, names, [v.name for v in model.graph.outputs], device=device)
+        exe = Executable(
+            self.name, run, names, [v.name for v in model.graph.outputs], device=device, inputs=input_specs(model)
+        )
         exe.compile_seconds = time.perf_counter() - t0
         return exe
 

@@ -27,6 +27,7 @@ from ..base import (
     UnsupportedError,
     static_input_shapes,
 )
+from ..inputs import input_specs
 from ..static_operands import static_inputs
 from ..table import NotStatic, fold, foldable
 from .control_flow import CONTROL_FLOW, lower_control_flow
@@ -237,7 +238,14 @@ class TVMBackend(Backend):
             out = vm["main"](*traced)
             return [np.asarray(o.numpy()) for o in out]
 
-        return Executable(self.name, run, names, [v.name for v in model.graph.outputs], time.perf_counter() - t0)
+        return Executable(
+            self.name,
+            run,
+            names,
+            [v.name for v in model.graph.outputs],
+            time.perf_counter() - t0,
+            inputs=input_specs(model),
+        )
 
 
 __all__ = ["DTYPES", "RULES", "TVMBackend", "find_unsupported", "lower"]

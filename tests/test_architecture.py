@@ -11,7 +11,7 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parent.parent / "irforge"
 TOP_OF_THE_STACK = {"irforge", "api", "cli"}
 """``irforge`` (its ``__init__`` re-exports the API), the API module and the CLI: they may import anything."""
-SHARED_BACKEND_MODULES = {"base", "table", "static_operands"}
+SHARED_BACKEND_MODULES = {"base", "inputs", "table", "static_operands"}
 """What every backend builds on; every other entry of ``irforge/backends/`` is one backend."""
 
 

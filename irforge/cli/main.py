@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ..api import load as _load
-from ..core_ir.errors import IrforgeError, VerificationError
+from ..core_ir.errors import IrforgeError
 from ..passes.levels import LEVEL_NAMES
 
 
@@ -129,13 +129,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     model = _load(args.model)
     feeds = None
     if args.inputs:
-        import numpy as np
+        from .feeds import read_feeds
 
-        try:
-            with np.load(args.inputs, allow_pickle=False) as data:
-                feeds = {name: data[name] for name in data.files}
-        except (OSError, ValueError) as e:
-            raise IrforgeError(f"{args.inputs}: cannot read the inputs (an .npz of arrays by name): {e}") from None
+        feeds = read_feeds(args.inputs, [v.name for v in model.graph.inputs if not v.is_initializer()])
     result = bisect(model, text, feeds, seed=args.seed, precision=args.precision)
     print(result.report())
     return 3 if result.differs else 0
@@ -369,6 +365,11 @@ def _pipeline_values(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _without_prefix(message: str, prog: str) -> str:
+    """``message`` without a leading ``prog:`` of its own (the API's messages name their tool)."""
+    return message.removeprefix(f"{prog}: ")
+
+
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     _one_line_warnings(parser.prog)
     LazyChoices.armed = True
@@ -378,11 +379,8 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         return 0
     try:
         return args.func(args)
-    except VerificationError as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 1
-    except IrforgeError as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+    except IrforgeError as e:  # VerificationError among them
+        print(f"{parser.prog}: error: {_without_prefix(str(e), parser.prog)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

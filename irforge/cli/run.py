@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core_ir.errors import IrforgeError
 from ..passes.levels import LEVEL_NAMES
+from .feeds import check_dims, parse_dims, read_feeds
 
 
 def _prepare(args: argparse.Namespace):
@@ -21,16 +22,6 @@ def _prepare(args: argparse.Namespace):
     if args.level:
         PassManager.parse(f"O{args.level}").run(model)
     return model
-
-
-def _dims(specs: list[str]) -> dict[str, int]:
-    out = {}
-    for s in specs:
-        name, _, value = s.partition("=")
-        if not value.isdigit():
-            raise IrforgeError(f"--dim wants NAME=SIZE (e.g. batch=8), got {s!r}")
-        out[name] = int(value)
-    return out
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
@@ -52,7 +43,11 @@ def cmd_emit(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"  {p}")
         return 1
-    options = {"dims": _dims(args.dim)} if args.dim and args.target in ("hlo", "hlo-optimized", "relax") else {}
+    dims = parse_dims(args.dim, model)
+    static = ("hlo", "hlo-optimized", "relax")
+    if dims and args.target not in static:
+        raise IrforgeError(f"--dim sizes the static shapes of {', '.join(static)}; {args.target} keeps dims symbolic")
+    options = {"dims": dims} if dims else {}
     artifact = irforge.emit(model, args.target, **options)
     if args.output:
         artifact.save(args.output)
@@ -69,15 +64,11 @@ def _inputs(args: argparse.Namespace, model) -> dict[str, np.ndarray]:
     from ..core_ir.dtypes import to_numpy
 
     inputs = [v for v in model.graph.inputs if not v.is_initializer()]
+    dims = parse_dims(args.dim, model)
     if args.inputs:
-        with np.load(args.inputs) as data:
-            given = {k: data[k] for k in data.files}
-        missing = [v.name for v in inputs if v.name not in given]
-        if missing:
-            raise IrforgeError(f"{args.inputs} has no array for the input(s) {', '.join(missing)}; "
-                               f"it holds {', '.join(given) or 'nothing'}")  # fmt: skip
-        return {v.name: given[v.name] for v in inputs}
-    dims = _dims(args.dim)
+        feeds = read_feeds(args.inputs, [v.name for v in inputs])
+        check_dims(feeds, model, dims)
+        return feeds
     rng = np.random.default_rng(args.seed)
     out = {}
     for v in inputs:

@@ -142,8 +142,9 @@ class _Reader:
             self.i -= 1  # point at the name
             raise self.error(_unknown(name, [*self.registry, *self.pipelines, "fixpoint"]))
         kinds = {f.name.replace("_", "-"): _kind(cls, f) for f in dataclasses.fields(cls)}
+        opts = self.options(kinds, name)  # its errors name their column already
         try:
-            return cls(**self.options(kinds, name))
+            return cls(**opts)
         except PassError as e:  # an option value the pass itself refuses
             raise self.error(str(e)) from None
         except (TypeError, ValueError) as e:

@@ -69,6 +69,22 @@ def _external(
     return build
 
 
+def _with_feeds(data: bytes | None) -> Callable[[str], str]:
+    """The Neg model with ``model.onnx.npz`` beside it: ``data``, or an archive of 10,000 arrays
+    under names the model does not take."""
+
+    def build(folder: str) -> str:
+        path = _save(folder, _model([h.make_node("Neg", ["x"], ["y"])], [_vec("x")], [_vec("y")]))
+        if data is None:
+            np.savez(path + ".npz", x=np.ones(2, np.float32), **{f"a{i}": np.zeros(1) for i in range(10_000)})
+        else:
+            with open(path + ".npz", "wb") as f:
+                f.write(data)
+        return path
+
+    return build
+
+
 def _outside_file(folder: str) -> str:
     """A file next to the model's folder: what a link must not reach."""
     outside = os.path.join(os.path.dirname(folder), os.path.basename(folder) + "-secret.bin")
@@ -249,6 +265,13 @@ CASES = [
     Case("unknown-domain", lambda folder: _save(folder, _model([h.make_node("Frob", ["x"], ["y"],
          domain="com.example")], [_vec("x")], [_vec("y")])), ("run", "{model}", "--backend", "reference"),
          "com.example"),
+    Case("unknown-domain-on-onnxruntime", lambda folder: _save(folder, _model([h.make_node("Frob", ["x"], ["y"],
+         domain="com.example")], [_vec("x")], [_vec("y")])), ("run", "{model}", "--backend", "onnxruntime"),
+         "domain 'com.example' is not one onnxruntime has kernels for"),
+    Case("inputs-not-an-archive", _with_feeds(b"\x80\x04\x95 a pickle, not an archive"),
+         ("run", "{model}", "--backend", "reference", "--inputs", "{model}.npz"), "not an .npz archive"),
+    Case("inputs-zip-bomb-names", _with_feeds(None), ("run", "{model}", "--backend", "reference", "--inputs",
+         "{model}.npz"), "holds arrays the model does not take"),
     Case("opset-newer-than-onnx", lambda folder: _save(folder, _model([h.make_node("Neg", ["x"], ["y"])], [_vec("x")],
          [_vec("y")], opsets=(("", 99),))), VERIFY, "opset 99"),
     Case("string-into-add", lambda folder: _save(folder, _model([h.make_node("Add", ["x", "x"], ["y"])],

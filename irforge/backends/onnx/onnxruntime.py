@@ -21,7 +21,9 @@ class OnnxRuntimeBackend(Backend):
     targets = ("onnx",)
 
     def unsupported(self, model: Model) -> list[Unsupported]:
-        return kept_framework_ops(model)
+        from .onnxruntime_kernels import missing_kernels
+
+        return kept_framework_ops(model) + missing_kernels(model)
 
     def lower(self, model: Model, target: str | None = None) -> Artifact:
         from . import to_bytes
@@ -34,6 +36,7 @@ class OnnxRuntimeBackend(Backend):
         except ImportError:
             raise MissingExtraError("onnxruntime", "ort", "the onnxruntime backend") from None
         from .onnxruntime_dtypes import for_onnxruntime, to_bfloat16, to_float32
+        from .onnxruntime_kernels import runtime_error
 
         t0 = time.perf_counter()
         ins, outs = io_names(model)
@@ -44,12 +47,18 @@ class OnnxRuntimeBackend(Backend):
         so = ort.SessionOptions()
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.log_severity_level = 3
-        session = ort.InferenceSession(self.lower(model).data, so, providers=["CPUExecutionProvider"])
+        so.log_severity_level = 4  # its errors come back as irforge errors; not also printed
+        try:
+            session = ort.InferenceSession(self.lower(model).data, so, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime raises its own exception types, one per status code
+            raise runtime_error(e, model, "to load the model") from None
 
         def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
             feed = {name: to_float32(a) if i in fed else a for i, (name, a) in enumerate(zip(ins, arrays, strict=True))}
-            got = session.run(None, feed)
+            try:
+                got = session.run(None, feed)
+            except Exception as e:
+                raise runtime_error(e, model, "to run the model") from None
             return [to_bfloat16(o) if i in returned else np.asarray(o) for i, o in enumerate(got)]
 
         return Executable(self.name, run, ins, outs, time.perf_counter() - t0, inputs=specs)

@@ -70,12 +70,12 @@ def _needs_widening(n: Node, opset: int) -> bool:
     types = {v.name: _dtype(v) for v in n.inputs if v is not None}
     if None in types.values() or not any(dt in WIDER for dt in types.values()):
         return False  # an input of unknown type: nothing to ask onnxruntime
-    if _runs(_probe(n, types, opset)):
+    if session_opens(probe_model(n, types, opset)):
         return False
-    return _runs(_probe(n, {name: WIDER.get(dt, dt) for name, dt in types.items()}, opset))
+    return session_opens(probe_model(n, {name: WIDER.get(dt, dt) for name, dt in types.items()}, opset))
 
 
-def _probe(n: Node, types: dict[str, DataType | None], opset: int) -> bytes:
+def probe_model(n: Node, types: dict[str, DataType | None], opset: int) -> bytes:
     """A one-node model of ``n`` at its input types, serialized (the cache key)."""
     from ...core_ir.serde import Serializer
 
@@ -91,7 +91,7 @@ def _probe(n: Node, types: dict[str, DataType | None], opset: int) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _runs(probe: bytes) -> bool:
+def session_opens(probe: bytes) -> bool:
     import onnxruntime as ort
 
     so = ort.SessionOptions()

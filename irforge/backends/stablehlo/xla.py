@@ -128,7 +128,11 @@ def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.
                 raise BackendError(f"xla could not compile the model for inputs {shapes}: {e}") from e
             with _LOCK:
                 _CACHE[key] = compiled
-        outs = compiled(*placed)
+        try:
+            outs = compiled(*placed)
+        except Exception as e:  # XLA's runtime errors (out of memory, a failed check) as one line
+            said = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise BackendError(f"xla failed to run the model: {said}") from e
     return [np.asarray(o) for o in outs]
 
 

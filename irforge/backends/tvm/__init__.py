@@ -118,17 +118,30 @@ def lower(model: Model, shapes: dict[str, tuple[int, ...]], static_values: dict[
         env[v] = var
         params.append(var)
     driver = _Driver(ctx, model)
-    with bb.function("main", params):
-        with bb.dataflow():
-            results = [ctx.expr(x) for x in driver.run(graph, env)]
-            out = bb.emit_output(relax.Tuple(results))
-        bb.emit_func_output(out)
+    try:
+        with bb.function("main", params):
+            with bb.dataflow():
+                results = [ctx.expr(x) for x in driver.run(graph, env)]
+                out = bb.emit_output(relax.Tuple(results))
+            bb.emit_func_output(out)
+    except BaseException:
+        # TVM's function scope leaves its binding block and scope open when the body raises, and
+        # the builder then warns from C++ as it is freed: close them, the error is raised anyway
+        bb._end_block()
+        bb.end_scope()
+        raise
     mod = bb.get()
     try:
         relax.analysis.well_formed(mod)  # raises on the first violation
     except Exception as e:
         raise BackendError(f"the Relax module irforge built is not well formed (a bug: please report it): {e}") from e
     return mod
+
+
+def _first_line(e: Exception) -> str:
+    """TVM's message without the C++ backtrace it may carry."""
+    lines = [line for line in str(e).splitlines() if line.strip() and not line.startswith(("Traceback", "  "))]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
 
 
 def _ident(name: str) -> str:
@@ -179,13 +192,14 @@ class _Driver:
                 raise BackendError(f"lowering {node.describe()} failed: {e}") from e
         try:
             outs = RULES[node.op_type].fn(ctx, node, args)
+            # emitting infers the result's type: where TVM refuses the shapes, it refuses here
+            return [o if o is None or isinstance(o, np.ndarray) else ctx.emit(o) for o in outs]
         except NotStatic as e:
             raise UnsupportedError("tvm", [Unsupported(node.op_type, 1, node.describe(), str(e))]) from None
         except (UnsupportedError, BackendError):
             raise
         except Exception as e:
             raise BackendError(f"lowering {node.describe()} failed: {type(e).__name__}: {e}") from e
-        return [o if o is None or isinstance(o, np.ndarray) else ctx.emit(o) for o in outs]
 
     def _interpreter(self, graph) -> Interpreter:
         interp = self._interpreters.get(id(graph))
@@ -229,13 +243,19 @@ class TVMBackend(Backend):
             vm = built.get(key)
             if vm is None:
                 mod = lower(model, shapes, values)
-                mod = relax.transform.LegalizeOps()(mod)
-                with tvm.transform.PassContext(opt_level=3):
-                    ex = tvm.compile(mod, target=TARGET)
+                try:
+                    mod = relax.transform.LegalizeOps()(mod)
+                    with tvm.transform.PassContext(opt_level=3):
+                        ex = tvm.compile(mod, target=TARGET)
+                except Exception as e:
+                    raise BackendError(f"tvm could not compile the model for inputs {shapes}: {_first_line(e)}") from e
                 vm = built[key] = relax.VirtualMachine(ex, tvm.cpu())
             traced = [tvm.runtime.tensor(np.array(a, order="C")) for n, a in zip(names, arrays, strict=True)
                       if n not in static]  # fmt: skip
-            out = vm["main"](*traced)
+            try:
+                out = vm["main"](*traced)
+            except Exception as e:
+                raise BackendError(f"tvm failed to run the model: {_first_line(e)}") from e
             return [np.asarray(o.numpy()) for o in out]
 
         return Executable(

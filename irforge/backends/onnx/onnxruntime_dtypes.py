@@ -81,9 +81,13 @@ def probe_model(n: Node, types: dict[str, DataType | None], opset: int) -> bytes
 
     node = onnx.NodeProto()
     Serializer().node(n, node)
-    node.name = ""
-    inputs = [onnx.helper.make_tensor_value_info(name, int(types[name] or 0), None)
-              for name in dict.fromkeys(i for i in node.input if i)]  # fmt: skip
+    node.name = node.doc_string = ""
+    del node.metadata_props[:]
+    # names of their own, so that nodes alike share one probe (and one session) whatever they read
+    renamed = {name: f"i{k}" for k, name in enumerate(dict.fromkeys(i for i in node.input if i))}
+    node.input[:] = [renamed.get(i, "") for i in node.input]
+    node.output[:] = [f"o{k}" if o else "" for k, o in enumerate(node.output)]
+    inputs = [onnx.helper.make_tensor_value_info(new, int(types[old] or 0), None) for old, new in renamed.items()]
     outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
     graph = onnx.helper.make_graph([node], "probe", inputs, outputs)
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])

@@ -25,6 +25,8 @@ from ..base import BackendError, Unsupported, collect_unsupported
 from .onnxruntime_dtypes import for_onnxruntime, probe_model, session_opens
 
 _ONNX = ("", "ai.onnx")
+_NO_KERNEL_NEEDED = {"Constant"}
+"""ONNX ops onnxruntime turns into initializers as it loads the model, rather than running."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,7 +87,7 @@ def missing_kernels(model: Model) -> list[Unsupported]:
     graphs = [(model.graph, True)] + [(f.graph, False) for f in model.functions.values()]
     for graph, typed in graphs:  # function bodies: by registry only (their types come with the call)
         for n in graph.all_nodes():
-            if (n.domain, n.op_type) in local:
+            if (n.domain, n.op_type) in local or (n.domain in _ONNX and n.op_type in _NO_KERNEL_NEEDED):
                 continue
             why = _why(n, opsets, typed)
             if why:

@@ -10,7 +10,7 @@ import zipfile
 import numpy as np
 
 from ..core_ir.dimexpr import is_dim_expr, symbols
-from ..core_ir.errors import IrforgeError
+from ..core_ir.errors import IrforgeError, first_line
 from ..core_ir.model import Model
 
 
@@ -60,8 +60,7 @@ def read_feeds(path: str, names: list[str]) -> dict[str, np.ndarray]:
     try:
         loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise IrforgeError(f"{path}: not an .npz archive of arrays by name ({reason}); {how}") from None
+        raise IrforgeError(f"{path}: not an .npz archive of arrays by name ({first_line(e)}); {how}") from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise IrforgeError(f"{path}: one array (.npy), not an .npz archive of arrays by name; {how}")
     try:

@@ -81,3 +81,10 @@ class VerificationError(IrforgeError):
         lines = "\n".join(f"  {p}" for p in self.problems)
         n = len(self.problems)
         super().__init__(f"{subject} failed verification ({n} problem{'s' * (n != 1)}):\n{lines}")
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of a foreign exception's message, for an irforge error that wraps it: the
+    runtimes' messages go on with backtraces (lines that say ``Traceback`` or are indented)."""
+    lines = [line for line in str(e).splitlines() if line.strip() and not line.startswith(("Traceback", " "))]
+    return lines[0].strip() if lines else type(e).__name__

@@ -18,6 +18,7 @@ import re
 import onnx
 
 from ...core_ir.dtypes import short_name
+from ...core_ir.errors import first_line
 from ...core_ir.model import Model
 from ...core_ir.node import Node
 from ...core_ir.types import TensorType
@@ -55,9 +56,10 @@ def _why(n: Node, opsets: dict[str, int], probe: bool) -> str | None:
             if schema.has_function or schema.has_context_dependent_function:
                 return None  # onnxruntime expands the schema's function body
             return f"onnxruntime has no CPU kernel for it at opset {version}"
-        types = {v.name: v.type.dtype for v in n.inputs if v is not None and isinstance(v.type, TensorType)}
-        if not probe or n.subgraphs() or len(types) < sum(v is not None for v in n.inputs) or not types:
-            return None
+        given = [v for v in n.inputs if v is not None]
+        if not probe or n.subgraphs() or not given or not all(isinstance(v.type, TensorType) for v in given):
+            return None  # an input of unknown type: nothing to ask onnxruntime
+        types = {v.name: v.type.dtype for v in given}
         if not session_opens(probe_model(n, types, version)):
             shown = ", ".join(short_name(t) for t in dict.fromkeys(types.values()))
             return f"onnxruntime has no CPU kernel for it at input types {shown} (opset {version})"
@@ -101,9 +103,7 @@ _NODE_NAME = re.compile(r"(?:Name:'|node with name ')([^']*)'")
 def runtime_error(e: Exception, model: Model, when: str) -> BackendError:
     """onnxruntime's exception ``e`` as one irforge error: its status line without the
     ``[ONNXRuntimeError]`` codes, and the irforge node it names, where it names one."""
-    text = str(e).strip()
-    text = re.sub(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*", "", text)
-    text = text.splitlines()[0] if text else type(e).__name__
+    text = re.sub(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*", "", first_line(e))
     text = re.sub(r"\S+\.(?:h|cc|cpp):\d+ \S+\(.*?\) ", "", text)  # the C++ source line and function
     found = _NODE_NAME.search(text)
     node = None

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core_ir.errors import first_line
 from ...core_ir.model import Model
 from ..base import Artifact, Backend, BackendError, Executable, Unsupported, static_input_shapes
 from ..inputs import input_specs
@@ -131,8 +132,7 @@ def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.
         try:
             outs = compiled(*placed)
         except Exception as e:  # XLA's runtime errors (out of memory, a failed check) as one line
-            said = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise BackendError(f"xla failed to run the model: {said}") from e
+            raise BackendError(f"xla failed to run the model: {first_line(e)}") from e
     return [np.asarray(o) for o in outs]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...core_ir.dtypes import to_numpy
-from ...core_ir.errors import MissingExtraError
+from ...core_ir.errors import MissingExtraError, first_line
 from ...core_ir.interpreter import Interpreter
 from ...core_ir.model import Model
 from ...core_ir.node import Node
@@ -138,12 +138,6 @@ def lower(model: Model, shapes: dict[str, tuple[int, ...]], static_values: dict[
     return mod
 
 
-def _first_line(e: Exception) -> str:
-    """TVM's message without the C++ backtrace it may carry."""
-    lines = [line for line in str(e).splitlines() if line.strip() and not line.startswith(("Traceback", "  "))]
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"
-
-
 def _ident(name: str) -> str:
     clean = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     return clean if clean[:1].isalpha() else f"v_{clean}"
@@ -248,14 +242,15 @@ class TVMBackend(Backend):
                     with tvm.transform.PassContext(opt_level=3):
                         ex = tvm.compile(mod, target=TARGET)
                 except Exception as e:
-                    raise BackendError(f"tvm could not compile the model for inputs {shapes}: {_first_line(e)}") from e
+                    said = f"{type(e).__name__}: {first_line(e)}"
+                    raise BackendError(f"tvm could not compile the model for inputs {shapes}: {said}") from e
                 vm = built[key] = relax.VirtualMachine(ex, tvm.cpu())
             traced = [tvm.runtime.tensor(np.array(a, order="C")) for n, a in zip(names, arrays, strict=True)
                       if n not in static]  # fmt: skip
             try:
                 out = vm["main"](*traced)
             except Exception as e:
-                raise BackendError(f"tvm failed to run the model: {_first_line(e)}") from e
+                raise BackendError(f"tvm failed to run the model: {type(e).__name__}: {first_line(e)}") from e
             return [np.asarray(o.numpy()) for o in out]
 
         return Executable(

@@ -9,8 +9,9 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent / "irforge"
-TOP_OF_THE_STACK = {"irforge", "api", "cli"}
-"""``irforge`` (its ``__init__`` re-exports the API), the API module and the CLI: they may import anything."""
+TOP_OF_THE_STACK = {"irforge", "api", "cli", "generation"}
+"""``irforge`` (its ``__init__`` re-exports the API), the API module, the CLI and the recipes built
+on the API (``generation``: import, compile and run a decoding loop): they may import anything."""
 SHARED_BACKEND_MODULES = {"base", "inputs", "table", "static_operands"}
 """What every backend builds on; every other entry of ``irforge/backends/`` is one backend."""
 

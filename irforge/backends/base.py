@@ -112,6 +112,9 @@ class Executable:
         self.input_names, self.output_names = list(input_names), list(output_names)
         self.compile_seconds, self.device = compile_seconds, device
         self.inputs = list(inputs) if inputs is not None else None
+        self.compilations = 1
+        """Times the engine compiled this model: 1 for engines that compile it once, ahead of the
+        first call; XLA counts each compilation (one per new set of input shapes)."""
 
     def __call__(self, *args: Any, **named: Any) -> list[np.ndarray]:
         if len(args) == 1 and isinstance(args[0], Mapping) and not named:

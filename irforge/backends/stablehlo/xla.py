@@ -93,17 +93,21 @@ class XLABackend(Backend):
                     lowered = lower(model, self.name, values, shapes)
                 lowerings[key] = lowered
             traced = [a for n, a in zip(names, arrays, strict=True) if n not in static]
-            return _run(lowered, traced, device, jax_device)
+            outs, compiled = _run(lowered, traced, device, jax_device)
+            exe.compilations += compiled
+            return outs
 
         exe = Executable(
             self.name, run, names, [v.name for v in model.graph.outputs], device=device, inputs=input_specs(model)
         )
         exe.compile_seconds = time.perf_counter() - t0
+        exe.compilations = 0  # XLA compiles at the first call for each set of input shapes
         return exe
 
 
-def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.ndarray]:
-    """Run ``lowered`` on ``arrays``, compiling it for their shapes on first use."""
+def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> tuple[list[np.ndarray], int]:
+    """Run ``lowered`` on ``arrays``, compiling it for their shapes on first use; the outputs and
+    how many compilations that took (0 or 1)."""
     import hashlib  # here, as jax is: registering this backend must not load them
 
     import jax
@@ -118,6 +122,7 @@ def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.
     with jax_context():
         with _LOCK:
             compiled = _CACHE.get(key)
+        fresh = int(compiled is None)
         placed = [jax.device_put(a, jax_device) for a in arrays]
         if compiled is None:
             try:
@@ -133,7 +138,7 @@ def _run(lowered, arrays: list[np.ndarray], device: str, jax_device) -> list[np.
             outs = compiled(*placed)
         except Exception as e:  # XLA's runtime errors (out of memory, a failed check) as one line
             raise BackendError(f"xla failed to run the model: {first_line(e)}") from e
-    return [np.asarray(o) for o in outs]
+    return [np.asarray(o) for o in outs], fresh
 
 
 def _device(device: str):

@@ -9,7 +9,6 @@ become ``If`` and ``Loop``.  The op table is :mod:`irforge.frontends.torch.ops`.
 
 from __future__ import annotations
 
-import inspect
 import operator
 import re
 import warnings
@@ -41,6 +40,7 @@ from ..common import (
     plugin_converters,
 )
 from . import complex as torch_complex
+from .caches import register_cache_pytrees
 
 OPSET = 21
 KEEP_DOMAIN = "torch.aten"
@@ -72,6 +72,7 @@ def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict
         raise FrontendError(f"from_torch takes a torch.nn.Module, got {type(module).__name__}; "
                             "wrap a function in a Module whose forward calls it")  # fmt: skip
     args = tuple(example_args)
+    register_cache_pytrees()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # torch's own deprecations, not the user's concern
@@ -79,7 +80,7 @@ def from_torch(module, example_args: Sequence[Any] = (), *, example_kwargs: dict
                                      strict=strict)  # fmt: skip
     except Exception as e:
         raise _export_failed(module, e) from e
-    names = _dim_names(ep, module, dynamic_shapes)
+    names = _dim_names(ep, module, args, example_kwargs, dynamic_shapes)
     try:
         return import_program(ep, keep_unmapped=keep_unmapped, dim_names=names, decompose=decompose,
                               registry=registry)
@@ -218,24 +219,32 @@ _COMPLEX_IO_WHY = {
 # -- dims ----------------------------------------------------------------------------------------
 
 
-def _dim_names(ep, module, dynamic_shapes) -> dict[str, str]:
-    """torch's shape symbols (``s0``) → the names the user gave their ``Dim``s."""
+def _dim_names(ep, module, args: tuple, kwargs: dict | None, dynamic_shapes) -> dict[str, str]:
+    """torch's shape symbols (``s0``) → the names the user gave their ``Dim``s, wherever the tensor
+    sits in the inputs: ``*args``, ``**kwargs``, nested lists and dicts, a ``transformers`` cache.
+    The specs are paired with the example tensors as ``torch.export`` pairs them, then each tensor
+    with its placeholder."""
     if dynamic_shapes is None:
         return {}
+    import torch.utils._pytree as pytree
+    from torch.export.dynamic_shapes import _combine_args, _tree_map_with_path
+
+    combined = _combine_args(module, args, kwargs)
+    if not isinstance(dynamic_shapes, dict):
+        combined = type(dynamic_shapes)(combined.values())
+    spec_of: dict[int, Any] = {}
+    _tree_map_with_path(lambda _path, t, spec: spec_of.setdefault(id(t), spec) if hasattr(t, "shape") else None,
+                        combined, dynamic_shapes, tree_name="inputs")  # fmt: skip
     user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
     placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    specs = dynamic_shapes
-    if isinstance(specs, dict):
-        params = list(inspect.signature(module.forward).parameters)
-        specs = [specs.get(p) for p in params]
     names: dict[str, str] = {}
-    for pname, spec in zip(user, list(specs), strict=False):
-        val = placeholders[pname].meta.get("val")
-        if spec is None or not hasattr(val, "shape"):
+    for pname, leaf in zip(user, pytree.tree_leaves((args, kwargs or {})), strict=False):
+        val, spec = placeholders[pname].meta.get("val"), spec_of.get(id(leaf))
+        if not isinstance(spec, (dict, list, tuple)) or not hasattr(val, "shape"):
             continue
         items = spec.items() if isinstance(spec, dict) else enumerate(spec)
         for axis, dim in items:
-            if dim is None or not hasattr(dim, "__name__") or axis >= len(val.shape):
+            if dim is None or not hasattr(dim, "__name__") or not isinstance(axis, int) or axis >= len(val.shape):
                 continue
             expr = getattr(getattr(val.shape[axis], "node", None), "expr", None)
             if expr is None:
@@ -401,15 +410,51 @@ def _updates_first_argument(node) -> bool:
     return bool(alias is not None and alias.is_write)
 
 
-def _check_in_place(node) -> None:
-    """An in-place update imports as the value it computes when nothing else can see the old
-    tensor change: it is an intermediate (not an input, a parameter or a buffer), neither a view
-    nor viewed by another op."""
+def _check_in_place(node, user_inputs: set[str]) -> None:
+    """An in-place update imports as the value it computes (later readers read the result) when
+    nothing else can see the old tensor change: the tensor is an intermediate, neither a view nor
+    viewed by another op; or it is a graph input (or a view of one, as ``.to(device)`` gives) whose
+    final value the program returns and which nothing reads after the update (a static key/value
+    cache written at its filled length): the caller sees the update as that output."""
+    if op_name(node.target) in _VALUE_PRESERVING:
+        return
     target = node.args[0] if node.args else None
+    chain = [target]
+    while getattr(chain[-1], "op", None) == "call_function" and _aliases(chain[-1].target) and chain[-1].args:
+        chain.append(chain[-1].args[0])
+    root = chain[-1]
+    if getattr(root, "op", None) == "placeholder" and root.name in user_inputs:
+        if not _returned(node):
+            raise NotMapped(f"an in-place update of input {root.name!r} that the program does not return (the "
+                            "caller would never see it); return the updated tensor")  # fmt: skip
+        order = {n: i for i, n in enumerate(node.graph.nodes)}
+        if any(order[u] > order[node] for t in chain for u in t.users if u is not node and u not in chain):
+            raise NotMapped(f"input {root.name!r} is read after an in-place update through another view of it")
+        return
     if getattr(target, "op", None) != "call_function":
         raise NotMapped("an in-place update of an input, a parameter or a buffer")
     if _aliases(target.target) or any(u is not node and _aliases(u.target) for u in target.users):
         raise NotMapped("an in-place update of a tensor that shares memory with another")
+
+
+_VALUE_PRESERVING = {"aten.detach_.default"}
+"""In-place ops that change no value (``detach_`` only drops autograd history): always identities."""
+
+
+def _returned(node) -> bool:
+    """The tensor ``node`` updates in place ends up, after any further in-place updates, among the
+    program's outputs."""
+    seen = set()
+    while node not in seen:
+        seen.add(node)
+        if any(u.op == "output" for u in node.users):
+            return True
+        later = [u for u in node.users if u.op == "call_function" and u.args and u.args[0] is node
+                 and _updates_first_argument(u)]  # fmt: skip
+        if not later:
+            return False
+        node = later[0]
+    return False
 
 
 class _Importer:
@@ -418,6 +463,7 @@ class _Importer:
         self.graph = Graph(name=type(ep).__name__, opset_imports={"": OPSET})
         self.opset = OPSET
         self.names = NameGenerator(self.graph)
+        self.user_inputs = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
 
     def require_opset(self, version: int) -> None:
         """Import at ONNX opset ``version`` at least (an op that first appears there was used)."""
@@ -473,9 +519,39 @@ class _Importer:
         for s in user:
             v = outputs[index[s.arg.name]] if s.arg.name in index else None
             finals.append(self._graph_output(e, v, s.arg.name, finals))
+        self._name_outputs(finals)
         g.set_outputs(finals)
         return Model(g, opset_imports={"": self.opset, **({KEEP_DOMAIN: 1} if self.keep_unmapped else {})},
                      producer_name="irforge.from_torch")  # fmt: skip
+
+    def _name_outputs(self, finals: list[Value]) -> None:
+        """Outputs returned in a dict or a ``transformers`` model output take the path of their key
+        (``logits``, ``cache_key_cache_0``); one whose path names an input (a cache taken and
+        returned) is ``new_`` that input, which is what the next decoding step feeds back."""
+        import torch.utils._pytree as pytree
+
+        try:
+            spec = self.ep.module_call_graph[0].signature.out_spec
+            out = next(n for n in self.ep.graph.nodes if n.op == "output")
+            user = {s.arg.name for s in self.ep.graph_signature.output_specs if s.kind.name == "USER_OUTPUT"}
+            metas = [a.meta.get("val") if hasattr(a, "meta") else a for a in out.args[0]
+                     if getattr(a, "name", None) in user]  # fmt: skip
+            paths = [p for p, _ in pytree.tree_flatten_with_path(pytree.tree_unflatten(metas, spec))[0]]
+        except Exception:  # an output structure torch cannot rebuild: the FX names stay
+            return
+        if len(paths) != len(finals):
+            return
+        inputs = {v.name for v in self.graph.inputs}
+        taken = {v.name for v in self.graph.inputs} | {v.name for v in self.graph.initializers.values()}
+        for v, path in zip(finals, paths, strict=True):
+            if not any(isinstance(k, (pytree.MappingKey, pytree.GetAttrKey)) for k in path):
+                continue
+            name = re.sub(r"\W", "_", "_".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))))
+                                                for k in path))  # fmt: skip
+            name = f"new_{name}" if name in inputs else name
+            if name not in taken and not any(o.name == name for o in finals if o is not v):
+                v.name = name
+                taken.add(name)
 
     def _graph_output(self, e: Emitter, v, name: str, taken: list[Value]) -> Value:
         if not isinstance(v, Value):
@@ -540,7 +616,7 @@ class _Importer:
             if fn is None:
                 raise NotMapped("no mapping")
             if _updates_first_argument(node):
-                _check_in_place(node)
+                _check_in_place(node, self.user_inputs if top else set())
             result = fn(cx, *args, **kwargs)
         except NotMapped as e:
             if not self.keep_unmapped:

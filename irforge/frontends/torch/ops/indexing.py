@@ -71,6 +71,21 @@ def _index_put(cx, x, indices, values, accumulate=False):
     return cx.emit_typed("ScatterND", cx.tensor(x), stacked, upd, reduction="add" if accumulate else "none")
 
 
+@aten("index_copy.default", "index_copy_.default")
+def _index_copy(cx, x, dim, index, source):
+    """Rows of ``source`` written at ``index`` along ``dim`` (a static key/value cache filled at its
+    current length): ScatterElements with the index broadcast along the other dims."""
+    rank = cx.rank(x)
+    if rank == 0 or cx.rank(index) != 1 or cx.rank(source) != rank:
+        raise NotMapped("index_copy of a 0-d tensor or with a source of another rank")
+    axis = _axis(dim, rank)
+    shape = np.ones(rank, np.int64)
+    shape[axis] = -1
+    index = cx.emit("Reshape", cx.cast(index, DataType.INT64), cx.const(shape))
+    index = cx.emit("Expand", index, cx.emit("Shape", source))
+    return cx.emit_typed("ScatterElements", cx.tensor(x), index, cx.tensor(source), axis=axis)
+
+
 @aten("index_select.default")
 def _index_select(cx, x, dim, index):
     if cx.rank(x) == 0:

@@ -165,7 +165,7 @@ def _narrow(cx, x, dim, start, length):
 
 
 @aten("_to_copy.default", "clone.default", "alias.default", "lift_fresh_copy.default", "detach.default",
-      "contiguous.default", "_to_dim_order_copy.default", "alias_copy.default")  # fmt: skip
+      "detach_.default", "contiguous.default", "_to_dim_order_copy.default", "alias_copy.default")  # fmt: skip
 def _to_copy(cx, x, *args, dtype=None, **kwargs):
     if cx.val is not None and hasattr(cx.val, "dtype") and cx.out_dtype != cx.dtype(x):
         return cx.emit_typed("Cast", x, to=int(cx.out_dtype))

@@ -80,9 +80,9 @@ def test_dynamic_cache_imports_with_the_users_dim_names():
     with torch.no_grad():
         cache = model(torch.zeros((1, 3), dtype=torch.int64), use_cache=True).past_key_values
     past = Dim("past", min=1, max=100)
-    imported = irforge.from_torch(model, example_kwargs=dict(input_ids=torch.zeros((1, 1), dtype=torch.int64),
-                                                             cache=cache, use_cache=True),
-                                  dynamic_shapes=dict(input_ids=None, cache=[[{2: past}] * 2] * 2, use_cache=None))  # fmt: skip
+    step = dict(input_ids=torch.zeros((1, 1), dtype=torch.int64), cache=cache, use_cache=True)
+    shapes = dict(input_ids=None, cache=[[{2: past}] * 2] * 2, use_cache=None)
+    imported = irforge.from_torch(model, example_kwargs=step, dynamic_shapes=shapes)
     inputs = {v.name: v.type.shape for v in imported.graph.inputs}
     assert inputs["cache_key_cache_0"] == (1, 4, "past", 16)
     assert inputs["cache_value_cache_1"] == (1, 4, "past", 16)

@@ -28,6 +28,9 @@ from .core_ir.errors import IrforgeError
 from .core_ir.model import Model
 
 CACHES = ("auto", "static", "dynamic")
+"""The kinds of key/value cache :func:`compile_causal_lm` takes."""
+
+__all__ = ["CACHES", "CausalLM", "GenerationError", "compile_causal_lm"]
 
 
 class GenerationError(IrforgeError, ValueError):

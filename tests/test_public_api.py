@@ -39,6 +39,8 @@ API = {
     "optimize", "pipeline_text", "prepare", "registry", "save", "to_onnx", "unsupported",
 }  # fmt: skip
 
+GENERATION = {"CACHES", "CausalLM", "GenerationError", "compile_causal_lm"}
+
 OPS = {
     "Kind", "Traits", "category", "decompose", "elementwise_ops", "fused", "geometry", "is_elementwise", "kind",
     "ops_of_kind", "traits",
@@ -99,6 +101,7 @@ def test_every_subpackage_pins_its_names_and_documents_them():
     import irforge.api
     import irforge.backends
     import irforge.frontends
+    import irforge.generation
     import irforge.irviz
     import irforge.ops
     import irforge.passes
@@ -109,7 +112,7 @@ def test_every_subpackage_pins_its_names_and_documents_them():
                           (irforge.plugins, PLUGINS), (irforge.testing, TESTING),
                           (irforge.backends, BACKENDS), (irforge.frontends, FRONTENDS),
                           (irforge.irviz, IRVIZ), (irforge.ops, OPS),
-                          (irforge.api, API)):  # fmt: skip
+                          (irforge.api, API), (irforge.generation, GENERATION)):  # fmt: skip
         assert set(module.__all__) == names, module.__name__
         for name in names:
             obj = getattr(module, name)

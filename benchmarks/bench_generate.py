@@ -5,8 +5,8 @@ against eager's.  Decoding one token reads every weight once, so the table also 
 that memory bandwidth sets: the weights' bytes over the speed of a 1 GiB copy measured here.
 
 Each engine generates ``--new`` tokens after a ``--prompt``-token prompt, in rounds with a pause
-between engines (``rounds.py``); per-token latency is (time for prompt+new − time for prompt+1)
-/ (new − 1), prefill the time for prompt+1, both medians of the rounds.
+between engines (``rounds.py``); per-token latency is (time for prompt+new - time for prompt+1)
+/ (new - 1), prefill the time for prompt+1, both medians of the rounds.
 
 Run:  python benchmarks/bench_generate.py [--models gpt2,llama] [--engines ...] [--small]
       (writes benchmarks/results/generate.{json,md,png})
@@ -75,7 +75,7 @@ def bench_model(arch: str, small: bool, names: list[str], prompt: int, new: int,
     engines = _engines(model, names, prompt + new)
     build = time.perf_counter() - t0
     expected = engines["eager"][0](ids, new) if "eager" in engines else None
-    for name, (gen, _) in engines.items():  # warm: compilations and first-call allocations out of the timings
+    for gen, _ in engines.values():  # warm: compilations and first-call allocations out of the timings
         gen(ids, 1)
         gen(ids, new)
     rows = {}

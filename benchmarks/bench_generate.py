@@ -34,12 +34,12 @@ RESULTS = os.path.join(HERE, "results")
 
 
 def copy_bandwidth(gib: float = 1.0, runs: int = 5) -> float:
-    """Bytes a second of a ``gib`` GiB numpy copy (the best of ``runs``): what one pass over
-    memory the size of the weights costs at best."""
+    """Memory traffic a second of a ``gib`` GiB numpy copy (the best of ``runs``; a copy reads
+    and writes each byte, so twice its size moves): what reading the weights once costs at best."""
     src = np.ones(int(gib * 2**30) // 4, np.float32)
     dst = np.empty_like(src)
     best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(runs))
-    return src.nbytes / best
+    return 2 * src.nbytes / best
 
 
 def _timed(fn) -> float:

@@ -25,26 +25,26 @@ def gpt2(small: bool = True):
     return _ready(GPT2LMHeadModel(c))
 
 
+def _grouped_query(config_cls, model_cls, small: bool):
+    """A Llama-shaped model (GQA, RoPE, RMSNorm, SwiGLU): the tests' 2-layer size or ~100M parameters."""
+    torch.manual_seed(0)
+    size = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                intermediate_size=128, max_position_embeddings=256) if small else \
+        dict(vocab_size=32000, hidden_size=768, num_hidden_layers=8, num_attention_heads=12, num_key_value_heads=4,
+             intermediate_size=2048, max_position_embeddings=1024)  # fmt: skip
+    return _ready(model_cls(config_cls(**size)))
+
+
 def llama(small: bool = True):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    c = LlamaConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                    intermediate_size=128, max_position_embeddings=256) if small else \
-        LlamaConfig(vocab_size=32000, hidden_size=768, num_hidden_layers=8, num_attention_heads=12,
-                    num_key_value_heads=4, intermediate_size=2048, max_position_embeddings=1024)  # fmt: skip
-    return _ready(LlamaForCausalLM(c))
+    return _grouped_query(LlamaConfig, LlamaForCausalLM, small)
 
 
 def qwen2(small: bool = True):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    torch.manual_seed(0)
-    c = Qwen2Config(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
-                    intermediate_size=128, max_position_embeddings=256) if small else \
-        Qwen2Config(vocab_size=32000, hidden_size=768, num_hidden_layers=8, num_attention_heads=12,
-                    num_key_value_heads=4, intermediate_size=2048, max_position_embeddings=1024)  # fmt: skip
-    return _ready(Qwen2ForCausalLM(c))
+    return _grouped_query(Qwen2Config, Qwen2ForCausalLM, small)
 
 
 LMS = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2}

@@ -117,6 +117,10 @@ def compile_causal_lm(model, backend: str = "onnxruntime", *, cache: str = "auto
     from .frontends.torch.caches import register_cache_pytrees
 
     register_cache_pytrees()
+    api.backend(backend)  # an unknown backend is refused before the (slow) import
+    if not hasattr(getattr(model, "config", None), "get_text_config") or not hasattr(model, "generate"):
+        raise GenerationError(f"compile_causal_lm takes a transformers causal LM (GPT2LMHeadModel, LlamaForCausalLM, "
+                              f"...), got {type(model).__name__}")  # fmt: skip
     if cache not in CACHES:
         raise GenerationError(f"unknown cache {cache!r}; choose one of {', '.join(CACHES)}")
     if cache == "auto":

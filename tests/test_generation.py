@@ -155,3 +155,10 @@ def test_a_cache_of_the_wrong_dtype_or_layer_count_is_refused():
 def test_unknown_cache_kind_is_refused():
     with pytest.raises(GenerationError, match="unknown cache 'paged'"):
         compile_causal_lm(_lm("gpt2"), "xla", cache="paged")
+
+
+def test_an_unknown_backend_or_a_model_that_is_no_language_model_is_refused():
+    with pytest.raises(irforge.IrforgeError, match="xlaa"):
+        compile_causal_lm(_lm("gpt2"), "xlaa")
+    with pytest.raises(GenerationError, match="takes a transformers causal LM"):
+        compile_causal_lm(torch.nn.Linear(2, 2), "xla")

@@ -29,7 +29,7 @@ CHANGES_DIGITS = {"convert-precision"}
 PASSES = sorted(set(REGISTRY.passes) - CHANGES_DIGITS)
 LEVELS = ["O1", "O2"]
 FULL_GRID = os.environ.get("IRFORGE_FULL_GRID") == "1"
-PER_PASS = 2
+PER_PASS = 1
 """Cases of each op a single pass runs in CI; the levels run every sampled case."""
 
 
